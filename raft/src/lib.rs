@@ -1,0 +1,77 @@
+//! The Raft core of leafraft: openraft type config, the command set, the pure state machine,
+//! and the HTTP + bincode network between nodes.
+//!
+//! # Layout
+//! - [`request`]: `Request` (what is proposed through Raft) and `Response` (what applying it
+//!   answers). The variant order of `Request` is persisted in the log: append only.
+//! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
+//!   applied log id and the membership) and its deterministic `apply`.
+//! - [`tag`]: tag names and the numeric limits every layer checks.
+//! - [`codec`]: the one bincode configuration used on the wire and on disk.
+//! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
+//!   `/raft/*` on the node's one port.
+//!
+//! This crate knows nothing about sled or about the ID engines.
+
+use std::io::Cursor;
+
+pub mod codec;
+pub mod network;
+pub mod request;
+pub mod state_machine;
+pub mod tag;
+
+pub use request::Rejection;
+pub use request::Request;
+pub use request::Response;
+pub use state_machine::IdStateMachine;
+pub use state_machine::TagRecord;
+
+pub type NodeId = u64;
+pub type Node = openraft::BasicNode;
+
+openraft::declare_raft_types!(
+    /// The openraft type configuration of leafraft.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = NodeId,
+        Node = Node,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// Short names for the openraft generics instantiated with [`TypeConfig`].
+pub mod typ {
+    use crate::Node;
+    use crate::NodeId;
+    use crate::TypeConfig;
+
+    pub type Entry = openraft::Entry<TypeConfig>;
+    pub type LogId = openraft::LogId<NodeId>;
+    pub type Vote = openraft::Vote<NodeId>;
+    pub type StoredMembership = openraft::StoredMembership<NodeId, Node>;
+    pub type Membership = openraft::Membership<NodeId, Node>;
+    pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, Node>;
+    pub type Snapshot = openraft::Snapshot<TypeConfig>;
+    pub type StorageError = openraft::StorageError<NodeId>;
+    pub type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
+
+    pub type RaftError<E = openraft::error::Infallible> = openraft::error::RaftError<NodeId, E>;
+    pub type RPCError<E = openraft::error::Infallible> = openraft::error::RPCError<NodeId, Node, RaftError<E>>;
+    pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, Node>;
+    pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, Node>;
+    pub type ForwardToLeader = openraft::error::ForwardToLeader<NodeId, Node>;
+    pub type InitializeError = openraft::error::InitializeError<NodeId, Node>;
+    pub type InstallSnapshotError = openraft::error::InstallSnapshotError;
+    pub type ClientWriteResponse = openraft::raft::ClientWriteResponse<TypeConfig>;
+    pub type AppendEntriesRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
+    pub type AppendEntriesResponse = openraft::raft::AppendEntriesResponse<NodeId>;
+    pub type VoteRequest = openraft::raft::VoteRequest<NodeId>;
+    pub type VoteResponse = openraft::raft::VoteResponse<NodeId>;
+    pub type InstallSnapshotRequest = openraft::raft::InstallSnapshotRequest<TypeConfig>;
+    pub type InstallSnapshotResponse = openraft::raft::InstallSnapshotResponse<NodeId>;
+}

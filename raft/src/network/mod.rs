@@ -1,0 +1,1 @@
+//! The Raft network over HTTP with bincode bodies (written next).

@@ -1,0 +1,168 @@
+//! `IdStateMachine`: the replicated state of leafraft and its deterministic `apply`.
+//!
+//! Invariants (each guarded by tests in `state_machine/tests.rs`):
+//! 1. A claim hands out `[max_id, max_id + step)` and raises `max_id` past it, so two claims of
+//!    one tag never overlap unless `max_id` went down in between.
+//! 2. `max_id` goes down only through a `ReleaseSegment` whose `expected_max_id` equals it.
+//! 3. `max_id` never exceeds `MAX_ID_LIMIT` (`i64::MAX`); a tag at the limit is exhausted.
+//! 4. `apply` reads nothing but its arguments: no clock, no randomness, no local config.
+
+use std::collections::BTreeMap;
+
+use openraft::EntryPayload;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::request::Rejection;
+use crate::request::Request;
+use crate::request::Response;
+use crate::tag;
+use crate::typ;
+
+/// One tag's row: the role of a `leaf_alloc` row in Leaf.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagRecord {
+    /// The first ID of the next claim.
+    pub max_id: u64,
+    /// The configured step: the smallest a claim normally asks for.
+    pub step: u64,
+    pub description: String,
+    /// Proposer's wall clock at creation, carried in the command.
+    pub created_at_ms: u64,
+    /// Proposer's wall clock at the last update, carried in the command.
+    pub updated_at_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdStateMachine {
+    pub last_applied: Option<typ::LogId>,
+    pub membership: typ::StoredMembership,
+    pub tags: BTreeMap<String, TagRecord>,
+}
+
+impl IdStateMachine {
+    /// Applies one committed log entry and answers what it did.
+    pub fn apply(&mut self, entry: &typ::Entry) -> Response {
+        self.last_applied = Some(entry.log_id);
+        match &entry.payload {
+            EntryPayload::Blank => Response::Empty,
+            EntryPayload::Membership(membership) => {
+                self.membership = typ::StoredMembership::new(Some(entry.log_id), membership.clone());
+                Response::Empty
+            }
+            EntryPayload::Normal(request) => self.apply_request(request),
+        }
+    }
+
+    /// The business logic of one request, separate from log bookkeeping so it can be
+    /// property-tested on its own.
+    pub fn apply_request(&mut self, request: &Request) -> Response {
+        match request {
+            Request::CreateTag { tag, max_id, step, description, now_ms } => {
+                self.create_tag(tag, *max_id, *step, description, *now_ms)
+            }
+            Request::UpdateTag { tag, step, description, max_id, now_ms } => {
+                self.update_tag(tag, *step, description.as_deref(), *max_id, *now_ms)
+            }
+            Request::ClaimSegment { tag, step } => self.claim_segment(tag, *step),
+            Request::ReleaseSegment { tag, from, expected_max_id } => {
+                self.release_segment(tag, *from, *expected_max_id)
+            }
+        }
+    }
+
+    fn create_tag(&mut self, name: &str, max_id: u64, step: u64, description: &str, now_ms: u64) -> Response {
+        let checked = tag::validate_tag(name)
+            .and_then(|()| tag::validate_max_id(max_id))
+            .and_then(|()| tag::validate_step(step))
+            .and_then(|()| tag::validate_description(description));
+        if let Err(msg) = checked {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        let record = TagRecord {
+            max_id,
+            step,
+            description: description.to_string(),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        };
+        if let Some(existing) = self.tags.get(name) {
+            // A forwarded create that is retried carries the same `now_ms`: answering it with the
+            // tag instead of TAG_EXISTS makes the retry idempotent. Only an untouched tag can
+            // match, because any claim moves `max_id`.
+            if *existing == record {
+                return Response::Tag { tag: name.to_string(), record };
+            }
+            return Response::Rejected(Rejection::TagExists);
+        }
+        self.tags.insert(name.to_string(), record.clone());
+        Response::Tag { tag: name.to_string(), record }
+    }
+
+    fn update_tag(
+        &mut self,
+        name: &str,
+        step: Option<u64>,
+        description: Option<&str>,
+        max_id: Option<u64>,
+        now_ms: u64,
+    ) -> Response {
+        let checked = step
+            .map_or(Ok(()), tag::validate_step)
+            .and_then(|()| description.map_or(Ok(()), tag::validate_description))
+            .and_then(|()| max_id.map_or(Ok(()), tag::validate_max_id));
+        if let Err(msg) = checked {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        let Some(record) = self.tags.get_mut(name) else {
+            return Response::Rejected(Rejection::TagNotFound);
+        };
+        if let Some(new_max_id) = max_id {
+            if new_max_id < record.max_id {
+                return Response::Rejected(Rejection::MaxIdDecrease { current: record.max_id });
+            }
+        }
+        if let Some(step) = step {
+            record.step = step;
+        }
+        if let Some(description) = description {
+            record.description = description.to_string();
+        }
+        if let Some(new_max_id) = max_id {
+            record.max_id = new_max_id;
+        }
+        record.updated_at_ms = now_ms;
+        Response::Tag { tag: name.to_string(), record: record.clone() }
+    }
+
+    fn claim_segment(&mut self, name: &str, step: u64) -> Response {
+        if let Err(msg) = tag::validate_step(step) {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        let Some(record) = self.tags.get_mut(name) else {
+            return Response::Rejected(Rejection::TagNotFound);
+        };
+        let start = record.max_id;
+        if start >= tag::MAX_ID_LIMIT {
+            return Response::Rejected(Rejection::TagExhausted);
+        }
+        // The last claim may be shorter than the step: `max_id` stops at the limit.
+        let end = start.checked_add(step).map_or(tag::MAX_ID_LIMIT, |end| end.min(tag::MAX_ID_LIMIT));
+        record.max_id = end;
+        Response::Segment { start, end }
+    }
+
+    fn release_segment(&mut self, name: &str, from: u64, expected_max_id: u64) -> Response {
+        let Some(record) = self.tags.get_mut(name) else {
+            return Response::Rejected(Rejection::TagNotFound);
+        };
+        let applies = record.max_id == expected_max_id && 1 <= from && from < expected_max_id;
+        if applies {
+            record.max_id = from;
+        }
+        Response::Released { applied: applies }
+    }
+}
+
+#[cfg(test)]
+mod tests;
