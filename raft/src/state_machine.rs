@@ -165,4 +165,6 @@ impl IdStateMachine {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

@@ -1,1 +1,28 @@
-//! The Raft network over HTTP with bincode bodies (written next).
+//! The Raft network over HTTP with bincode bodies: the openraft client ([`NetworkFactory`],
+//! [`Connection`]), the axum routes that answer it ([`routes`]), and the one transport both the
+//! Raft client and the node's write forwarding use ([`post_bincode`]).
+//!
+//! # Wire format
+//! Every request is `POST http://{addr}/raft/{append|vote|snapshot}` with the RPC encoded by
+//! [`crate::codec::encode`] as an `application/octet-stream` body, and `Authorization: Bearer
+//! <secret>` when the cluster has a secret. The answer is a 200 whose body is the encoded
+//! `Result<Response, RaftError<E>>` exactly as `Raft::{append_entries, vote, install_snapshot}`
+//! returned it: the peer's Raft errors travel inside a 200, so any other status means the request
+//! never reached the peer's Raft (bad body, wrong secret, body too large).
+
+mod client;
+mod server;
+
+#[cfg(test)]
+mod tests;
+
+pub use client::post_bincode;
+pub use client::Connection;
+pub use client::NetworkFactory;
+pub use client::PostError;
+pub use server::routes;
+
+/// The paths of the Raft RPCs, shared by the client and the server so they cannot drift apart.
+const APPEND_PATH: &str = "/raft/append";
+const VOTE_PATH: &str = "/raft/vote";
+const SNAPSHOT_PATH: &str = "/raft/snapshot";

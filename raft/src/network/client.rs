@@ -1,0 +1,242 @@
+//! The sending side: [`post_bincode`], the one HTTP transport between nodes, and the openraft
+//! client ([`NetworkFactory`], [`Connection`]) built on it.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::InstallSnapshotError;
+use openraft::error::NetworkError;
+use openraft::error::RPCError;
+use openraft::error::RemoteError;
+use openraft::error::Unreachable;
+use openraft::network::RPCOption;
+use openraft::RaftNetwork;
+use openraft::RaftNetworkFactory;
+use reqwest::header::CONTENT_TYPE;
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::APPEND_PATH;
+use super::SNAPSHOT_PATH;
+use super::VOTE_PATH;
+use crate::codec;
+use crate::typ;
+use crate::Node;
+use crate::NodeId;
+use crate::TypeConfig;
+
+const OCTET_STREAM: &str = "application/octet-stream";
+
+/// How much of a non-200 answer's body goes into [`PostError::Status`]: enough for the peer's
+/// one-line reason, bounded so a misconfigured peer (say, an HTML error page) cannot flood logs.
+const MAX_ERROR_BODY_CHARS: usize = 512;
+
+/// Why a [`post_bincode`] call failed. The variants differ in what the caller may conclude about
+/// delivery, which is what decides whether a write may be sent elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// No connection could be made: the request was certainly not delivered.
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// No complete answer within the timeout: the peer may or may not have acted on the request.
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The peer answered with a status other than 200 (e.g. 401 for a wrong secret, 400 for a
+    /// body it could not decode, 413 for a body over its limit).
+    #[error("peer answered HTTP {status}: {body}")]
+    Status { status: u16, body: String },
+    /// A 200 whose body is not the expected type: usually peers of incompatible versions.
+    #[error("cannot decode the answer: {0}")]
+    Decode(String),
+    /// Anything else (request could not be encoded or built, connection lost mid-request, ...);
+    /// delivery is unknown.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl PostError {
+    /// True when the request certainly did not reach the peer, so it is safe to send it again
+    /// (to the same or another node) without risking that it is applied twice.
+    pub fn is_connect(&self) -> bool {
+        matches!(self, PostError::Connect(_))
+    }
+}
+
+/// POSTs `body` encoded with [`codec::encode`] to `url` and decodes a 200 answer as `Resp`.
+///
+/// Sends `Authorization: Bearer <secret>` when `secret` is set; `timeout` bounds the whole
+/// exchange, answer body included. Nothing is retried here, timeouts least of all: a timed-out
+/// request may have been applied, and only the caller knows whether repeating it is safe.
+pub async fn post_bincode<Req: Serialize, Resp: DeserializeOwned>(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&str>,
+    body: &Req,
+    timeout: Duration,
+) -> Result<Resp, PostError> {
+    let bytes =
+        codec::encode(body).map_err(|e| PostError::Other(format!("POST {url}: cannot encode the body: {e}")))?;
+    let mut request = client.post(url).header(CONTENT_TYPE, OCTET_STREAM).body(bytes).timeout(timeout);
+    if let Some(secret) = secret {
+        request = request.bearer_auth(secret);
+    }
+    let response = request.send().await.map_err(|e| transport_error(url, &e))?;
+    let status = response.status();
+    if status != StatusCode::OK {
+        let body = match response.text().await {
+            Ok(text) => truncate(text.trim()),
+            Err(e) => format!("(body unreadable: {})", error_chain(&e)),
+        };
+        return Err(PostError::Status { status: status.as_u16(), body });
+    }
+    let answer = response.bytes().await.map_err(|e| transport_error(url, &e))?;
+    codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))
+}
+
+/// Classifies a reqwest error by what it says about delivery.
+fn transport_error(url: &str, e: &reqwest::Error) -> PostError {
+    let msg = format!("POST {url}: {}", error_chain(e));
+    // Connect is checked first: a connect attempt that timed out is both, and it still never
+    // delivered the request.
+    if e.is_connect() {
+        PostError::Connect(msg)
+    } else if e.is_timeout() {
+        PostError::Timeout(msg)
+    } else {
+        PostError::Other(msg)
+    }
+}
+
+/// reqwest's own message is only "error sending request for url (...)"; the cause that tells an
+/// operator what happened ("Connection refused") is further down the source chain.
+fn error_chain(e: &dyn StdError) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        msg.push_str(": ");
+        msg.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    msg
+}
+
+fn truncate(text: &str) -> String {
+    match text.char_indices().nth(MAX_ERROR_BODY_CHARS) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// Creates a [`Connection`] per target for openraft. Holds the process's one pooled
+/// `reqwest::Client` (cloning it shares the pool), so every RPC to a peer reuses a kept-alive
+/// connection instead of paying a TCP handshake.
+#[derive(Clone)]
+pub struct NetworkFactory {
+    client: reqwest::Client,
+    secret: Option<Arc<str>>,
+}
+
+impl NetworkFactory {
+    pub fn new(client: reqwest::Client, secret: Option<Arc<str>>) -> Self {
+        Self { client, secret }
+    }
+}
+
+// Hand-written so the secret never ends up in a log line.
+impl fmt::Debug for NetworkFactory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NetworkFactory").field("secret", &self.secret.as_ref().map(|_| "<redacted>")).finish()
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = Connection;
+
+    /// Connects lazily: the first RPC opens (or reuses) a pooled connection, so a peer that is
+    /// down when openraft asks for a client costs nothing until it is used.
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
+        let base = format!("http://{}", node.addr);
+        Connection {
+            client: self.client.clone(),
+            secret: self.secret.clone(),
+            target,
+            append_url: format!("{base}{APPEND_PATH}"),
+            vote_url: format!("{base}{VOTE_PATH}"),
+            snapshot_url: format!("{base}{SNAPSHOT_PATH}"),
+        }
+    }
+}
+
+/// openraft's client for one peer.
+pub struct Connection {
+    client: reqwest::Client,
+    secret: Option<Arc<str>>,
+    target: NodeId,
+    append_url: String,
+    vote_url: String,
+    snapshot_url: String,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("target", &self.target)
+            .field("vote_url", &self.vote_url)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Connection {
+    /// One RPC: the answer is the peer's `Result<Resp, RaftError<E>>`, unwrapped into openraft's
+    /// error taxonomy.
+    async fn call<Req, Resp, E>(&self, url: &str, rpc: &Req, option: &RPCOption) -> Result<Resp, typ::RPCError<E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: StdError + DeserializeOwned,
+    {
+        let answer: Result<Resp, typ::RaftError<E>> =
+            post_bincode(&self.client, url, self.secret.as_deref(), rpc, option.hard_ttl()).await.map_err(|e| {
+                if e.is_connect() {
+                    // A peer that refuses connections is down or not started yet. `Unreachable`
+                    // makes openraft wait `backoff()` before the next attempt; `Network` would
+                    // make it retry at once, hot-looping and flooding the log with errors for as
+                    // long as the peer stays down.
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
+                    // attempt failed, so openraft may retry without backing off.
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            })?;
+        // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
+        // it is a remote error, which openraft handles differently from a lost message.
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for Connection {
+    async fn append_entries(
+        &mut self,
+        rpc: typ::AppendEntriesRequest,
+        option: RPCOption,
+    ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
+        self.call(&self.append_url, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: typ::InstallSnapshotRequest,
+        option: RPCOption,
+    ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
+        self.call(&self.snapshot_url, &rpc, &option).await
+    }
+
+    async fn vote(&mut self, rpc: typ::VoteRequest, option: RPCOption) -> Result<typ::VoteResponse, typ::RPCError> {
+        self.call(&self.vote_url, &rpc, &option).await
+    }
+}
