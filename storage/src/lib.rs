@@ -1,1 +1,128 @@
-//! stub
+//! leafraft's durable storage: the Raft log and vote ([`LogStore`]) and the replicated state
+//! machine with its snapshots ([`StateMachineStore`]), both on one sled database per node.
+//!
+//! # Layout
+//! - `engine`: the small key-value interface the stores use; the only module that knows sled.
+//! - `log_store`: openraft's `RaftLogStorage` + `RaftLogReader`.
+//! - `state_machine_store`: openraft's `RaftStateMachine` + `RaftSnapshotBuilder`.
+//! - `codec`: every persisted value is `[FORMAT_VERSION] ++ raft::codec::encode(value)`.
+//! - `keys`: the keys of each keyspace (big-endian `u64` log keys).
+//! - `error`: [`OpenError`] and the errors behind openraft's `StorageError`.
+//!
+//! Nothing is acknowledged to openraft before it is on disk: see `engine::Engine::sync`.
+
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use tracing::info;
+
+mod codec;
+mod engine;
+mod error;
+mod keys;
+mod log_store;
+mod state_machine_store;
+
+pub use codec::FORMAT_VERSION;
+pub use error::OpenError;
+pub use log_store::LogStore;
+pub use state_machine_store::SnapshotBuilder;
+pub use state_machine_store::StateMachineStore;
+
+use crate::engine::Batch;
+use crate::engine::Engine;
+use crate::engine::Keyspace;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// `fdatasync` sled's data file after every flush (power-loss safety). Off only in tests that
+    /// do not need it.
+    pub fsync: bool,
+    /// sled's page cache size in bytes.
+    pub cache_capacity_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { fsync: true, cache_capacity_bytes: 64 * 1024 * 1024 }
+    }
+}
+
+/// One node's storage: the two openraft stores over one shared database.
+pub struct Store {
+    pub log: LogStore,
+    pub state_machine: StateMachineStore,
+    engine: Arc<Engine>,
+}
+
+/// Opens (or creates) the store in `dir`. Only one `Store` may be open per directory: sled holds a
+/// lock on it until every clone of the stores is dropped (after `Raft::shutdown`).
+pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
+    let engine = Arc::new(Engine::open(dir, options).map_err(|e| OpenError::from_engine(dir.into(), e))?);
+    check_format(dir, &engine)?;
+    let log = LogStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
+    let state_machine =
+        StateMachineStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
+    let (tags, applied) = state_machine.read(|state| (state.tags.len(), state.last_applied));
+    info!(
+        dir = %dir.display(),
+        fsync = options.fsync,
+        last_applied = applied.map(|id| id.index),
+        tags,
+        "store opened"
+    );
+    Ok(Store { log, state_machine, engine })
+}
+
+/// A file beside sled's, created once the new store's format marker is durable. sled 0.34 opens a
+/// data file it cannot parse as an empty database; this file tells that apart from a new store.
+const MARKER_FILE: &str = "leafraft-store";
+
+/// Refuses a store whose format marker is from a newer binary or has vanished, and marks a new
+/// store. The format marker is the versioned encoding of `()`, that is the version byte alone.
+fn check_format(dir: &Path, engine: &Engine) -> Result<(), OpenError> {
+    let load_error = |e: error::Error| OpenError::from_load(dir.into(), "format marker", e);
+    let marker = dir.join(MARKER_FILE);
+    match engine.get(Keyspace::Meta, keys::FORMAT).map_err(|e| load_error(e.into()))? {
+        Some(bytes) => codec::decode::<()>(&bytes).map_err(|e| load_error(e.into())),
+        None if marker.exists() => Err(OpenError::Corrupt {
+            dir: dir.into(),
+            detail: format!("sled's data is gone: the database is empty although {MARKER_FILE} shows it held a store"),
+        }),
+        None => {
+            let mut batch = Batch::default();
+            batch.put(keys::FORMAT, codec::encode(&()).map_err(|e| load_error(e.into()))?);
+            engine.write(Keyspace::Meta, batch).map_err(|e| load_error(e.into()))?;
+            // The marker only after the format key is durable: a crash in between leaves a store
+            // that is new again, never one that looks emptied.
+            engine.sync_blocking().map_err(|e| load_error(e.into()))?;
+            create_marker(&marker).map_err(|source| OpenError::Io { dir: dir.into(), source })?;
+            info!(dir = %dir.display(), "new store created");
+            Ok(())
+        }
+    }
+}
+
+fn create_marker(marker: &Path) -> io::Result<()> {
+    let mut file = std::fs::File::create(marker)?;
+    io::Write::write_all(&mut file, b"leafraft store; sled 0.34 keeps the data in ./db\n")?;
+    file.sync_all()?;
+    // The marker's directory entry must be durable too.
+    std::fs::File::open(marker.parent().unwrap_or(Path::new(".")))?.sync_all()
+}
+
+impl Store {
+    /// Makes everything written so far durable (flush plus `fdatasync`); used at shutdown.
+    pub async fn flush(&self) -> io::Result<()> {
+        self.engine.sync().await.map_err(|e| match e {
+            engine::EngineError::Io(e) => e,
+            other => io::Error::other(other.to_string()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+//! Golden bytes of every persisted type: a layout change fails here loudly, before it can make a
+//! stored value unreadable. If a change is intended, bump `FORMAT_VERSION` and keep a decoder for
+//! the old version; never just update a literal.
+
+use std::fmt::Debug;
+
+use raft::typ;
+use raft::IdStateMachine;
+use raft::Request;
+use raft::TagRecord;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::*;
+use crate::fixtures::*;
+use crate::state_machine_store::SnapshotRecord;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex literal")).collect()
+}
+
+fn golden<T: Serialize + DeserializeOwned + PartialEq + Debug>(what: &str, value: &T, expected: &str) {
+    let bytes = encode(value).expect("encode");
+    assert_eq!(hex(&bytes), expected, "the stored layout of {what} changed");
+    assert_eq!(&decode::<T>(&unhex(expected)).expect("decode the golden bytes"), value, "{what}");
+}
+
+fn tag_record() -> TagRecord {
+    TagRecord { max_id: 1001, step: 1000, description: "ids".into(), created_at_ms: 7, updated_at_ms: 8 }
+}
+
+fn stored_membership() -> typ::StoredMembership {
+    typ::StoredMembership::new(Some(log_id(1, 1)), membership(&[1]))
+}
+
+fn state_machine() -> IdStateMachine {
+    let mut sm =
+        IdStateMachine { last_applied: Some(log_id(2, 9)), membership: stored_membership(), ..Default::default() };
+    sm.tags.insert("t".into(), tag_record());
+    sm
+}
+
+#[test]
+fn format_marker() {
+    golden("format marker", &(), "01");
+}
+
+#[test]
+fn vote() {
+    golden("vote", &typ::Vote::new_committed(3, 2), "010300000000000000020000000000000001");
+}
+
+/// The committed log id, `last_purged` and `last_applied` are all a `LogId`.
+#[test]
+fn log_id_value() {
+    golden("log id", &log_id(3, 42), "01030000000000000001000000000000002a00000000000000");
+}
+
+#[test]
+fn blank_entry() {
+    golden("blank entry", &blank(3, 43), "01030000000000000001000000000000002b0000000000000000000000");
+}
+
+#[test]
+fn membership_entry_value() {
+    golden("membership entry", &membership_entry(3, 44, &[1, 2]), "01030000000000000001000000000000002c00000000000000020000000100000000000000020000000000000001000000000000000200000000000000020000000000000001000000000000000e000000000000003132372e302e302e313a3830383102000000000000000e000000000000003132372e302e302e313a38303832");
+}
+
+#[test]
+fn normal_entries_of_every_request() {
+    let expected = ["01030000000000000001000000000000002d00000000000000010000000000000006000000000000006f72646572730100000000000000e8030000000000000a000000000000006f7264657273206964730068e5cf8b010000", "01030000000000000001000000000000002d00000000000000010000000100000006000000000000006f726465727301d0070000000000000109000000000000006f72646572206964730105000000000000000168e5cf8b010000", "01030000000000000001000000000000002d00000000000000010000000200000006000000000000006f7264657273d007000000000000", "01030000000000000001000000000000002d00000000000000010000000300000006000000000000006f7264657273ed03000000000000d507000000000000"];
+    let requests = every_request();
+    assert_eq!(requests.len(), expected.len());
+    for (request, expected) in requests.into_iter().zip(expected) {
+        let what = format!("{request:?}");
+        golden(&what, &normal(3, 45, request), expected);
+    }
+}
+
+#[test]
+fn unset_update_fields() {
+    let request = Request::UpdateTag { tag: "t".into(), step: None, description: None, max_id: None, now_ms: 1 };
+    golden(
+        "update with nothing set",
+        &normal(1, 2, request),
+        "0101000000000000000100000000000000020000000000000001000000010000000100000000000000740000000100000000000000",
+    );
+}
+
+#[test]
+fn tag_record_value() {
+    golden(
+        "tag record",
+        &tag_record(),
+        "01e903000000000000e803000000000000030000000000000069647307000000000000000800000000000000",
+    );
+}
+
+#[test]
+fn stored_membership_value() {
+    golden("membership", &stored_membership(), "0101010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a38303831");
+}
+
+#[test]
+fn snapshot_meta_record() {
+    let meta = typ::SnapshotMeta {
+        last_log_id: Some(log_id(2, 9)),
+        last_membership: stored_membership(),
+        snapshot_id: "2-9-0".into(),
+    };
+    golden("snapshot meta", &SnapshotRecord { meta, seq: 0, len: 100, chunks: 1 }, "010102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a383038310500000000000000322d392d300000000000000000640000000000000001000000");
+}
+
+#[test]
+fn snapshot_data() {
+    golden("snapshot data", &state_machine(), "010102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a383038310100000000000000010000000000000074e903000000000000e803000000000000030000000000000069647307000000000000000800000000000000");
+}
+
+#[test]
+fn unknown_version_is_refused() {
+    let mut bytes = encode(&log_id(3, 42)).expect("encode");
+    bytes[0] = FORMAT_VERSION + 1;
+    let err = decode::<typ::LogId>(&bytes).expect_err("a newer version must not decode");
+    assert!(matches!(err, CodecError::UnknownVersion { found } if found == FORMAT_VERSION + 1));
+    assert_eq!(err.to_string(), "format version 2 is not supported (this binary reads version 1)");
+    bytes[0] = 0;
+    assert!(matches!(decode::<typ::LogId>(&bytes), Err(CodecError::UnknownVersion { found: 0 })));
+}
+
+#[test]
+fn empty_and_trailing_bytes_are_refused() {
+    assert!(matches!(decode::<typ::LogId>(&[]), Err(CodecError::Empty)));
+    let mut bytes = encode(&log_id(3, 42)).expect("encode");
+    bytes.push(0);
+    assert!(matches!(decode::<typ::LogId>(&bytes), Err(CodecError::Decode(_))));
+}

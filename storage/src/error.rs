@@ -1,0 +1,75 @@
+//! Errors: [`OpenError`] for a store that cannot be opened, and [`Error`], the crate's internal error
+//! that the openraft impls wrap into `StorageError` with openraft's subject/verb helpers
+//! (`StorageIOError::read_vote(&e)`, `write_logs`, ...).
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::codec::CodecError;
+use crate::codec::FORMAT_VERSION;
+use crate::engine::EngineError;
+
+/// What an operator must do when a node's data is unusable.
+pub const REBUILD_HINT: &str = "The node cannot start; rebuild it: see docs/operations.md \
+                                (remove the member, wipe this directory, add it back)";
+
+/// Why [`crate::open`] failed. `Display` is one line that names the directory, the cause and what
+/// to do.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// sled refused its files, or a stored value does not decode.
+    #[error("cannot open the store in {}: {detail}. {REBUILD_HINT}", dir.display())]
+    Corrupt { dir: PathBuf, detail: String },
+    /// A stored value carries a format version this binary does not know (written by a newer one).
+    #[error(
+        "cannot open the store in {}: the stored {what} has format version {found}, but this binary \
+         reads only version {FORMAT_VERSION}; it was written by a newer leafraft, run that version",
+        dir.display()
+    )]
+    UnsupportedVersion { dir: PathBuf, what: &'static str, found: u8 },
+    /// The directory or its files cannot be read or written, or another process holds its lock.
+    #[error("cannot open the store in {}: {source}", dir.display())]
+    Io { dir: PathBuf, source: io::Error },
+    /// Another store (another process, or a store in this process not yet dropped) holds the lock.
+    #[error(
+        "cannot open the store in {}: its lock is held by another leafraft process or a store still open \
+         in this one; run one node per data directory",
+        dir.display()
+    )]
+    Locked { dir: PathBuf },
+    /// sled failed for another reason (unsupported configuration, internal bug).
+    #[error("cannot open the store in {}: {detail}", dir.display())]
+    Engine { dir: PathBuf, detail: String },
+}
+
+impl OpenError {
+    pub(crate) fn from_engine(dir: PathBuf, e: EngineError) -> OpenError {
+        match e {
+            EngineError::Corrupt(detail) => OpenError::Corrupt { dir, detail },
+            EngineError::Io(source) => OpenError::Io { dir, source },
+            EngineError::Engine(detail) => OpenError::Engine { dir, detail },
+            EngineError::Locked(_) => OpenError::Locked { dir },
+        }
+    }
+
+    /// A stored value named `what` failed to load.
+    pub(crate) fn from_load(dir: PathBuf, what: &'static str, e: Error) -> OpenError {
+        match e {
+            Error::Engine(e) => OpenError::from_engine(dir, e),
+            Error::Codec(CodecError::UnknownVersion { found }) => OpenError::UnsupportedVersion { dir, what, found },
+            e => OpenError::Corrupt { dir, detail: format!("the stored {what} cannot be read ({e})") },
+        }
+    }
+}
+
+/// Anything that goes wrong below the openraft impls.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+    /// Stored or received data that decodes but is inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}

@@ -1,0 +1,72 @@
+//! Values and stores shared by the unit tests.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+
+use openraft::BasicNode;
+use openraft::CommittedLeaderId;
+use openraft::EntryPayload;
+use openraft::Membership;
+use raft::typ;
+use raft::Request;
+use tempfile::TempDir;
+
+use crate::Store;
+use crate::StoreOptions;
+
+pub fn log_id(term: u64, index: u64) -> typ::LogId {
+    typ::LogId::new(CommittedLeaderId::new(term, 1), index)
+}
+
+pub fn membership(voters: &[u64]) -> typ::Membership {
+    let nodes: BTreeMap<u64, BasicNode> =
+        voters.iter().map(|&id| (id, BasicNode::new(format!("127.0.0.1:{}", 8080 + id)))).collect();
+    Membership::new(vec![voters.iter().copied().collect::<BTreeSet<_>>()], nodes)
+}
+
+pub fn blank(term: u64, index: u64) -> typ::Entry {
+    typ::Entry { log_id: log_id(term, index), payload: EntryPayload::Blank }
+}
+
+pub fn membership_entry(term: u64, index: u64, voters: &[u64]) -> typ::Entry {
+    typ::Entry { log_id: log_id(term, index), payload: EntryPayload::Membership(membership(voters)) }
+}
+
+pub fn normal(term: u64, index: u64, request: Request) -> typ::Entry {
+    typ::Entry { log_id: log_id(term, index), payload: EntryPayload::Normal(request) }
+}
+
+pub fn create(tag: &str, max_id: u64, step: u64) -> Request {
+    Request::CreateTag { tag: tag.into(), max_id, step, description: format!("{tag} ids"), now_ms: 1_700_000_000_000 }
+}
+
+pub fn claim(tag: &str, step: u64) -> Request {
+    Request::ClaimSegment { tag: tag.into(), step }
+}
+
+/// One request of every variant, valid in this order on an empty state machine.
+pub fn every_request() -> Vec<Request> {
+    vec![
+        create("orders", 1, 1000),
+        Request::UpdateTag {
+            tag: "orders".into(),
+            step: Some(2000),
+            description: Some("order ids".into()),
+            max_id: Some(5),
+            now_ms: 1_700_000_000_001,
+        },
+        claim("orders", 2000),
+        Request::ReleaseSegment { tag: "orders".into(), from: 1005, expected_max_id: 2005 },
+    ]
+}
+
+pub fn options(fsync: bool) -> StoreOptions {
+    StoreOptions { fsync, cache_capacity_bytes: 8 * 1024 * 1024 }
+}
+
+/// A fresh store in a fresh temporary directory (kept alive by the returned guard).
+pub fn temp_store(fsync: bool) -> (TempDir, Store) {
+    let dir = TempDir::new().expect("temp dir");
+    let store = crate::open(dir.path(), &options(fsync)).expect("open a fresh store");
+    (dir, store)
+}

@@ -1,0 +1,197 @@
+//! Applying, snapshot building and installing, checked against the engine's contents.
+
+use openraft::RaftSnapshotBuilder;
+use raft::Rejection;
+
+use super::*;
+use crate::engine::BLOB_DIR;
+use crate::fixtures::*;
+
+fn tag_keys(sm: &StateMachineStore) -> Vec<String> {
+    sm.shared
+        .engine
+        .scan_prefix(Keyspace::StateMachine, keys::TAG_PREFIX)
+        .map(|kv| String::from_utf8(kv.expect("read").0).expect("utf-8"))
+        .collect()
+}
+
+fn stored_tag(sm: &StateMachineStore, tag: &str) -> Option<TagRecord> {
+    let bytes = sm.shared.engine.get(Keyspace::StateMachine, &keys::tag_key(tag)).expect("get")?;
+    Some(codec::decode(&bytes).expect("decode"))
+}
+
+#[tokio::test]
+async fn apply_answers_every_entry_and_persists_changed_tags() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let mut entries = vec![blank(1, 1), membership_entry(1, 2, &[1, 2, 3])];
+    entries.extend((3..).zip(every_request()).map(|(i, r)| normal(1, i, r)));
+    entries.push(normal(1, 7, create("x y", 1, 10))); // an invalid name: rejected, nothing stored
+    entries.push(normal(1, 8, claim("missing", 10)));
+
+    let responses = sm.apply(entries.clone()).await.expect("apply");
+    let mut expected = IdStateMachine::default();
+    let expected_responses: Vec<Response> = entries.iter().map(|e| expected.apply(e)).collect();
+    assert_eq!(responses, expected_responses);
+    assert_eq!(responses.len(), entries.len());
+    assert!(matches!(responses[6], Response::Rejected(Rejection::InvalidArgument(_))));
+    assert_eq!(responses[7], Response::Rejected(Rejection::TagNotFound));
+    assert_eq!(sm.read(Clone::clone), expected);
+
+    assert_eq!(tag_keys(&sm), ["tag/orders"]);
+    assert_eq!(stored_tag(&sm, "orders").as_ref(), expected.tags.get("orders"));
+    assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, 8)), expected.membership.clone()));
+}
+
+/// After every apply the stored keyspace decodes to exactly the in-memory state.
+#[tokio::test]
+async fn reopened_state_equals_memory_after_each_apply() {
+    let (dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let mut index = 0;
+    let mut next = |request| {
+        index += 1;
+        normal(1, index, request)
+    };
+    let batches = vec![
+        vec![next(create("b", 1, 10)), next(create("a", 100, 10))],
+        vec![next(claim("a", 10)), next(claim("a", 5)), next(claim("b", 3))],
+        vec![next(Request::ReleaseSegment { tag: "a".into(), from: 112, expected_max_id: 115 })],
+    ];
+    for batch in batches {
+        sm.apply(batch).await.expect("apply");
+        let reopened = StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("load");
+        assert_eq!(reopened.read(Clone::clone), sm.read(Clone::clone));
+    }
+    assert_eq!(sm.read(|s| s.tags["a"].max_id), 112);
+    drop((sm, store));
+    let store = crate::open(dir.path(), &options(false)).expect("reopen");
+    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 6)));
+}
+
+/// A builder snapshots the state as it was when it was made, while applies continue.
+#[tokio::test]
+async fn snapshot_is_point_in_time() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    sm.apply([membership_entry(1, 1, &[1]), normal(1, 2, create("t", 1, 100)), normal(1, 3, claim("t", 100))])
+        .await
+        .expect("apply");
+    let at_builder = sm.read(Clone::clone);
+    let mut builder = sm.get_snapshot_builder().await;
+
+    sm.apply([normal(1, 4, claim("t", 100)), normal(1, 5, create("u", 1, 1)), membership_entry(1, 6, &[1, 2])])
+        .await
+        .expect("apply more");
+
+    let snapshot = builder.build_snapshot().await.expect("build");
+    assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 3)));
+    assert_eq!(snapshot.meta.last_membership, at_builder.membership);
+    let data: IdStateMachine = codec::decode(snapshot.snapshot.get_ref()).expect("decode data");
+    assert_eq!(data, at_builder);
+    assert_eq!(data.tags["t"].max_id, 101);
+    assert_ne!(sm.read(Clone::clone), at_builder);
+
+    let current = sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!(current.meta, snapshot.meta);
+    assert_eq!(current.snapshot.into_inner(), snapshot.snapshot.into_inner());
+}
+
+/// A builder that finishes after a newer snapshot was stored does not replace it.
+#[tokio::test]
+async fn an_older_build_never_replaces_a_newer_snapshot() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    sm.apply([normal(1, 1, create("t", 1, 100))]).await.expect("apply");
+    let mut old = sm.get_snapshot_builder().await;
+    sm.apply([normal(1, 2, claim("t", 100))]).await.expect("apply");
+    let newer = sm.get_snapshot_builder().await.build_snapshot().await.expect("build newer");
+    let older = old.build_snapshot().await.expect("build older");
+    assert_ne!(older.meta.snapshot_id, newer.meta.snapshot_id);
+    let current = sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!(current.meta, newer.meta);
+}
+
+#[tokio::test]
+async fn install_replaces_the_state_and_the_snapshot() {
+    let (_leader_dir, leader) = temp_store(false);
+    let mut leader_sm = leader.state_machine.clone();
+    leader_sm
+        .apply([membership_entry(1, 1, &[1, 2]), normal(1, 2, create("kept", 1, 10)), normal(1, 3, claim("kept", 10))])
+        .await
+        .expect("apply");
+    let snapshot = leader_sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+
+    let (follower_dir, follower) = temp_store(true);
+    let mut sm = follower.state_machine.clone();
+    sm.apply([blank(1, 1), normal(1, 2, create("gone", 1, 10))]).await.expect("apply");
+    let stale = sm.get_snapshot_builder().await.build_snapshot().await.expect("build stale");
+    assert_ne!(stale.meta, snapshot.meta);
+    let syncs = sm.shared.engine.probe.syncs();
+
+    let mut received = sm.begin_receiving_snapshot().await.expect("begin");
+    *received = Cursor::new(snapshot.snapshot.get_ref().clone());
+    sm.install_snapshot(&snapshot.meta, received).await.expect("install");
+    assert_eq!(sm.shared.engine.probe.syncs(), syncs + 1, "install is synced");
+
+    let expected = leader_sm.read(Clone::clone);
+    assert_eq!(sm.read(Clone::clone), expected);
+    assert_eq!(tag_keys(&sm), ["tag/kept"]);
+    assert_eq!(sm.get_current_snapshot().await.expect("current").expect("stored").meta, snapshot.meta);
+    drop((sm, follower));
+
+    let reopened = crate::open(follower_dir.path(), &options(false)).expect("reopen");
+    assert_eq!(reopened.state_machine.read(Clone::clone), expected);
+    assert_eq!(reopened.state_machine.applied_at_open(), Some(log_id(1, 3)));
+    let mut sm = reopened.state_machine.clone();
+    let current = sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!(current.meta, snapshot.meta);
+    assert_eq!(current.snapshot.into_inner(), snapshot.snapshot.into_inner());
+}
+
+#[tokio::test]
+async fn install_refuses_data_that_does_not_match_its_meta() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let state = IdStateMachine { last_applied: Some(log_id(1, 5)), ..Default::default() };
+    let meta = typ::SnapshotMeta {
+        last_log_id: Some(log_id(1, 9)),
+        last_membership: Default::default(),
+        snapshot_id: "1-9-0".into(),
+    };
+    let data = Box::new(Cursor::new(codec::encode(&state).expect("encode")));
+    assert!(sm.install_snapshot(&meta, data).await.is_err());
+    let garbage = Box::new(Cursor::new(vec![1, 2, 3]));
+    assert!(sm.install_snapshot(&meta, garbage).await.is_err());
+    assert_eq!(sm.read(Clone::clone), IdStateMachine::default());
+    assert!(sm.get_current_snapshot().await.expect("current").is_none());
+}
+
+/// Thousands of tags with long descriptions: the snapshot is chunked, so sled writes no blob file
+/// (blobs would need extra syncs), and it reads back whole.
+#[tokio::test]
+async fn large_snapshot_stays_inline() {
+    let (dir, store) = temp_store(true);
+    let mut sm = store.state_machine.clone();
+    let entries: Vec<typ::Entry> = (1..=3000)
+        .map(|i| {
+            let request = Request::CreateTag {
+                tag: format!("tag-{i:05}"),
+                max_id: i,
+                step: 1000,
+                description: "d".repeat(1024),
+                now_ms: i,
+            };
+            normal(1, i, request)
+        })
+        .collect();
+    sm.apply(entries).await.expect("apply");
+    let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    assert!(snapshot.snapshot.get_ref().len() > 3_000_000);
+    store.flush().await.expect("flush");
+
+    let blobs = std::fs::read_dir(dir.path().join(BLOB_DIR)).expect("list blobs").count();
+    assert_eq!(blobs, 0, "sled moved a value into a blob file");
+    let current = sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!(current.snapshot.into_inner(), snapshot.snapshot.into_inner());
+}
