@@ -1,1 +1,31 @@
-//! stub
+//! leafraft: a distributed ID service. Leaf's segment and snowflake IDs, with the `leaf_alloc`
+//! table and the worker registry replicated by openraft among 3 or 5 nodes instead of MySQL and
+//! ZooKeeper.
+//!
+//! # Layout
+//! - [`config`]: `Config`, resolved from flags, `LEAFRAFT_*` variables and a TOML file.
+//! - [`cli`]: the clap command line; nothing else sees clap.
+//! - [`node`]: `run`, one node from start to graceful stop (store, Raft, HTTP, bootstrap).
+//! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
+//!   leader, membership changes, reads, readiness.
+//! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
+//! - [`error`]: `Error` with the stable codes of the API.
+//! - [`client`]: a typed client of the API for the CLI and the tests.
+//! - [`bench`]: built-in benchmarks (`leafraft bench claims`).
+//!
+//! The Raft types, commands and state machine live in the `raft` crate, sled in `storage`.
+
+pub mod api;
+pub mod bench;
+pub mod cli;
+pub mod client;
+pub mod cluster;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod metrics;
+pub mod node;
+pub mod segments;
+
+#[cfg(test)]
+mod tidy;

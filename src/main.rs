@@ -1,1 +1,236 @@
-fn main() {}
+//! The `leafraft` binary: parse the command line, set up logging, call the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use leafraft::api::UpdateTag;
+use leafraft::cli::BenchCommand;
+use leafraft::cli::Cli;
+use leafraft::cli::ClientArgs;
+use leafraft::cli::ClusterCommand;
+use leafraft::cli::Command;
+use leafraft::cli::ServeArgs;
+use leafraft::cli::TagCommand;
+use leafraft::client::Client;
+use leafraft::cluster::ClusterStatus;
+use leafraft::config::Config;
+use leafraft::config::FileConfig;
+use leafraft::config::LogFormat;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
+    match cli.command {
+        Command::Serve(args) => runtime.block_on(serve(*args)),
+        Command::Cluster { client, command } => runtime.block_on(cluster(client, command)),
+        Command::Tag { client, command } => runtime.block_on(tag(client, command)),
+        Command::Bench(command) => runtime.block_on(bench(command)),
+    }
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+fn usage(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::from(2)
+}
+
+async fn serve(args: ServeArgs) -> ExitCode {
+    let file = match &args.config {
+        Some(path) => match FileConfig::load(path) {
+            Ok(file) => file,
+            Err(e) => return usage(e),
+        },
+        None => FileConfig::default(),
+    };
+    let config = match Config::resolve(args.layer().over(file)) {
+        Ok(config) => config,
+        Err(e) => return usage(e),
+    };
+    init_logging(config.log_format);
+    match leafraft::node::run(config, shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
+
+fn print_json(value: &impl serde::Serialize) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn cluster(args: ClientArgs, command: ClusterCommand) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    let res = match command {
+        ClusterCommand::Status { json } => match client.cluster_status().await {
+            Ok(status) if json => return print_json(&status),
+            Ok(status) => {
+                print_status(&status);
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => Err(e),
+        },
+        ClusterCommand::Add { node_id, addr, learner } => {
+            eprintln!("adding node {node_id} at {addr} as a learner (waits until it has caught up)");
+            match client.add_learner(node_id, &addr).await {
+                Ok(status) if learner => Ok(status),
+                Ok(_) => {
+                    eprintln!("promoting node {node_id} to voter");
+                    client.promote_voter(node_id).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+        ClusterCommand::Remove { node_id } => client.remove_member(node_id).await,
+    };
+    match res {
+        Ok(status) => {
+            print_status(&status);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn print_status(status: &ClusterStatus) {
+    println!(
+        "node {} is {}; leader {}; term {}; commit {}; applied {}",
+        status.node_id,
+        status.role,
+        status.leader_id.map_or("unknown".to_string(), |id| id.to_string()),
+        status.term,
+        status.commit_index.map_or("-".to_string(), |i| i.to_string()),
+        status.applied_index.map_or("-".to_string(), |i| i.to_string()),
+    );
+    println!("{:<8} {:<24} {:<8} {:<10} {:<8}", "NODE", "ADDRESS", "ROLE", "MATCHED", "LAG");
+    for (id, addr) in &status.nodes {
+        let node_id: u64 = id.parse().unwrap_or(0);
+        let role = if status.leader_id == Some(node_id) {
+            "leader"
+        } else if status.voters.contains(&node_id) {
+            "voter"
+        } else {
+            "learner"
+        };
+        let replication = status.replication.as_ref().and_then(|r| r.get(id));
+        let matched = replication.and_then(|r| r.matched_index).map_or("-".to_string(), |i| i.to_string());
+        let lag = replication.map_or("-".to_string(), |r| r.lag.to_string());
+        println!("{id:<8} {addr:<24} {role:<8} {matched:<10} {lag:<8}");
+    }
+}
+
+async fn tag(args: ClientArgs, command: TagCommand) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    match command {
+        TagCommand::Create { name, step, max_id, description } => {
+            match client.create_tag(&name, max_id, step, description).await {
+                Ok(tag) => print_json(&tag),
+                Err(e) => fail(e),
+            }
+        }
+        TagCommand::List => match client.list_tags().await {
+            Ok(tags) => print_json(&serde_json::json!({ "tags": tags })),
+            Err(e) => fail(e),
+        },
+        TagCommand::Get { name } => match client.get_tag(&name).await {
+            Ok(tag) => print_json(&tag),
+            Err(e) => fail(e),
+        },
+        TagCommand::Update { name, step, max_id, description } => {
+            if step.is_none() && max_id.is_none() && description.is_none() {
+                return usage("tag update needs at least one of --step, --max-id, --description");
+            }
+            let update = UpdateTag { step, description, max_id: max_id.map(leafraft::api::MaxId) };
+            match client.update_tag(&name, &update).await {
+                Ok(tag) => print_json(&tag),
+                Err(e) => fail(e),
+            }
+        }
+    }
+}
+
+async fn bench(command: BenchCommand) -> ExitCode {
+    match command {
+        BenchCommand::Claims { nodes, concurrency, duration_secs, fsync } => {
+            if nodes == 0 || concurrency.contains(&0) {
+                return usage("--nodes and --concurrency must be above 0");
+            }
+            let options = leafraft::bench::claims::ClaimsOptions {
+                nodes,
+                concurrency,
+                duration: std::time::Duration::from_secs(duration_secs),
+                fsync,
+                step: 1000,
+            };
+            println!(
+                "claims on a {nodes}-node in-process cluster, loopback HTTP, fsync={fsync}, {duration_secs} s per run"
+            );
+            println!(
+                "{:>11} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}",
+                "claimers", "claims", "claims/s", "errors", "p50 µs", "p99 µs", "max µs"
+            );
+            match leafraft::bench::claims::run(&options).await {
+                Ok(results) => {
+                    for r in results {
+                        println!(
+                            "{:>11} {:>9} {:>10.0} {:>7} {:>9} {:>9} {:>9}",
+                            r.concurrency,
+                            r.claims,
+                            r.claims_per_sec,
+                            r.errors,
+                            r.latency_us.p50,
+                            r.latency_us.p99,
+                            r.latency_us.max
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Segment IDs over HTTP: Leaf's `/api/segment/get/{tag}` and the native `/v1/segment/*`.
+//!
+//! Bodies of the batch answers are written by hand with `itoa`: a `count=1000` answer is
+//! mostly decimal strings, and tag names need no JSON escaping (`[A-Za-z0-9_.:-]`).
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::Path;
+use axum::extract::Query;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Deserialize;
+
+use crate::api::body;
+use crate::api::AppState;
+use crate::engine::IdRange;
+use crate::error::Error;
+use crate::error::ErrorCode;
+
+#[derive(Debug, Deserialize)]
+pub struct CountParams {
+    count: Option<u64>,
+}
+
+/// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
+/// leafraft's for an exhausted tag.
+pub fn leaf_code(code: ErrorCode) -> i32 {
+    match code {
+        ErrorCode::TagNotFound | ErrorCode::InvalidArgument => -2,
+        ErrorCode::SegmentsNotReady => -3,
+        ErrorCode::TagExhausted => -5,
+        _ => -1,
+    }
+}
+
+/// An error exactly as Leaf answers it: HTTP 500, `Result{id=-N, status=EXCEPTION}`.
+pub fn leaf_error(id: i32) -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("Result{{id={id}, status=EXCEPTION}}"),
+    )
+        .into_response()
+}
+
+pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, PathRejection>) -> Response {
+    let Ok(Path(tag)) = tag else {
+        return leaf_error(-2);
+    };
+    match state.segments.next_ids(&tag, 1).await {
+        Ok(ranges) => match ranges.first() {
+            Some(range) => {
+                let mut buffer = itoa::Buffer::new();
+                ([(CONTENT_TYPE, "text/plain; charset=utf-8")], buffer.format(range.start).to_string()).into_response()
+            }
+            None => leaf_error(-3),
+        },
+        Err(e) => leaf_error(leaf_code(e.code)),
+    }
+}
+
+async fn take(
+    state: &AppState,
+    tag: Result<Path<String>, PathRejection>,
+    params: Result<Query<CountParams>, QueryRejection>,
+) -> Result<(String, Vec<IdRange>), Error> {
+    let tag = body::path(tag)?;
+    let count = body::query(params)?.count.unwrap_or(1);
+    let ranges = state.segments.next_ids(&tag, count).await?;
+    Ok((tag, ranges))
+}
+
+fn json(body: String) -> Response {
+    ([(CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+pub async fn ids(
+    State(state): State<AppState>,
+    tag: Result<Path<String>, PathRejection>,
+    params: Result<Query<CountParams>, QueryRejection>,
+) -> Result<Response, Error> {
+    let (tag, ranges) = take(&state, tag, params).await?;
+    let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
+    let mut out = String::with_capacity(32 + tag.len() + usize::try_from(n_ids).unwrap_or(0) * 22);
+    let mut buffer = itoa::Buffer::new();
+    out.push_str("{\"tag\":\"");
+    out.push_str(&tag);
+    out.push_str("\",\"ids\":[");
+    let mut first = true;
+    for range in &ranges {
+        for id in range.start..range.end {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push('"');
+            out.push_str(buffer.format(id));
+            out.push('"');
+        }
+    }
+    out.push_str("]}");
+    Ok(json(out))
+}
+
+pub async fn ranges(
+    State(state): State<AppState>,
+    tag: Result<Path<String>, PathRejection>,
+    params: Result<Query<CountParams>, QueryRejection>,
+) -> Result<Response, Error> {
+    let (tag, ranges) = take(&state, tag, params).await?;
+    let mut out = String::with_capacity(32 + tag.len() + ranges.len() * 48);
+    let mut buffer = itoa::Buffer::new();
+    out.push_str("{\"tag\":\"");
+    out.push_str(&tag);
+    out.push_str("\",\"ranges\":[");
+    for (i, range) in ranges.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"start\":\"");
+        out.push_str(buffer.format(range.start));
+        out.push_str("\",\"end\":\"");
+        out.push_str(buffer.format(range.end));
+        out.push_str("\"}");
+    }
+    out.push_str("]}");
+    Ok(json(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_codes() {
+        assert_eq!(leaf_code(ErrorCode::NotReady), -1);
+        assert_eq!(leaf_code(ErrorCode::TagNotFound), -2);
+        assert_eq!(leaf_code(ErrorCode::SegmentsNotReady), -3);
+        assert_eq!(leaf_code(ErrorCode::TagExhausted), -5);
+    }
+}

@@ -1,0 +1,180 @@
+//! `/v1/tags`: create, list, get and change tags.
+
+use std::time::Duration;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::Path;
+use axum::extract::Query;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::api::body;
+use crate::api::body::MaxId;
+use crate::api::AppState;
+use crate::error::Error;
+use raft::Request;
+use raft::Response;
+use raft::TagRecord;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTag {
+    pub tag: String,
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "ser_max_id")]
+    pub max_id: Option<MaxId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateTag {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "ser_max_id")]
+    pub max_id: Option<MaxId>,
+}
+
+fn ser_max_id<S: serde::Serializer>(max_id: &Option<MaxId>, s: S) -> Result<S::Ok, S::Error> {
+    match max_id {
+        Some(MaxId(v)) => s.serialize_str(&v.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+/// A tag as the API shows it: `max_id` as a decimal string, times in RFC 3339.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TagView {
+    pub tag: String,
+    pub max_id: String,
+    pub step: u64,
+    pub description: String,
+    pub created_at: String,
+    pub updated_at: String,
+    /// This node's buffers for the tag (null until it has served the tag).
+    pub buffers: Option<crate::segments::BufferView>,
+}
+
+impl TagView {
+    pub fn new(tag: &str, record: &TagRecord) -> TagView {
+        TagView {
+            tag: tag.to_string(),
+            max_id: record.max_id.to_string(),
+            step: record.step,
+            description: record.description.clone(),
+            created_at: rfc3339(record.created_at_ms),
+            updated_at: rfc3339(record.updated_at_ms),
+            buffers: None,
+        }
+    }
+}
+
+pub fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+fn now_ms() -> u64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    #[serde(default)]
+    consistent: bool,
+}
+
+async fn prepare_read(state: &AppState, params: Result<Query<ReadParams>, QueryRejection>) -> Result<(), Error> {
+    let params = body::query(params)?;
+    state.cluster.ensure_ready()?;
+    if params.consistent {
+        state.cluster.linearize().await?;
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct TagList {
+    pub tags: Vec<TagView>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    params: Result<Query<ReadParams>, QueryRejection>,
+) -> Result<Json<TagList>, Error> {
+    prepare_read(&state, params).await?;
+    let mut tags: Vec<TagView> =
+        state.cluster.read(|sm| sm.tags.iter().map(|(tag, record)| TagView::new(tag, record)).collect());
+    for view in &mut tags {
+        view.buffers = state.segments.view(&view.tag);
+    }
+    Ok(Json(TagList { tags }))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    tag: Result<Path<String>, PathRejection>,
+    params: Result<Query<ReadParams>, QueryRejection>,
+) -> Result<Json<TagView>, Error> {
+    let tag = body::path(tag)?;
+    raft::tag::validate_tag(&tag).map_err(Error::invalid)?;
+    prepare_read(&state, params).await?;
+    let view = state.cluster.read(|sm| sm.tags.get(&tag).map(|record| TagView::new(&tag, record)));
+    let mut view = view.ok_or_else(|| Error::tag_not_found(&tag))?;
+    view.buffers = state.segments.view(&tag);
+    Ok(Json(view))
+}
+
+pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(StatusCode, Json<TagView>), Error> {
+    let create: CreateTag = body::json(&bytes)?;
+    let description = create.description.unwrap_or_default();
+    let max_id = create.max_id.map_or(1, |MaxId(v)| v);
+    let step = create.step.unwrap_or(1000);
+    raft::tag::validate_tag(&create.tag)
+        .and_then(|()| raft::tag::validate_step(step))
+        .and_then(|()| raft::tag::validate_description(&description))
+        .map_err(Error::invalid)?;
+    let request = Request::CreateTag { tag: create.tag.clone(), max_id, step, description, now_ms: now_ms() };
+    let view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    tag: Result<Path<String>, PathRejection>,
+    bytes: Bytes,
+) -> Result<Json<TagView>, Error> {
+    let tag = body::path(tag)?;
+    raft::tag::validate_tag(&tag).map_err(Error::invalid)?;
+    let update: UpdateTag = body::json(&bytes)?;
+    update.step.map_or(Ok(()), raft::tag::validate_step).map_err(Error::invalid)?;
+    update.description.as_deref().map_or(Ok(()), raft::tag::validate_description).map_err(Error::invalid)?;
+    let request = Request::UpdateTag {
+        tag: tag.clone(),
+        step: update.step,
+        description: update.description,
+        max_id: update.max_id.map(|MaxId(v)| v),
+        now_ms: now_ms(),
+    };
+    Ok(Json(tag_reply(&tag, state.cluster.write(request).await?)?))
+}
+
+fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
+    match response {
+        Response::Tag { tag, record } => Ok(TagView::new(&tag, &record)),
+        Response::Rejected(rejection) => Err(Error::from_rejection(tag, &rejection)),
+        other => Err(Error::no_leader(format!("unexpected answer to a tag write: {other:?}"))),
+    }
+}

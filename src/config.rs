@@ -1,0 +1,334 @@
+//! `Config`: everything `leafraft serve` needs, validated, with no clap types in sight.
+//!
+//! Values come from three layers, flags over `LEAFRAFT_*` environment variables over a TOML file
+//! (`--config`); `cli.rs` resolves the first two, [`FileConfig`] is the third, and [`Config::resolve`]
+//! merges them and checks the result.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::net::ToSocketAddrs;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::engine::StepPolicy;
+use crate::segments::SegmentConfig;
+use raft::NodeId;
+
+/// How a node with an empty data directory joins the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// The embedded default: a single-node cluster that initialises itself.
+    Single,
+    /// Every listed member is a voter of the first membership (etcd's `--initial-cluster`).
+    InitialCluster(BTreeMap<NodeId, String>),
+    /// Ask these members of a running cluster to add this node.
+    Join(Vec<String>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub node_id: NodeId,
+    pub listen: SocketAddr,
+    /// The address peers and clients reach this node at (`host:port`).
+    pub advertise: String,
+    pub data_dir: PathBuf,
+    pub bootstrap: Bootstrap,
+    /// Stay a learner after joining instead of asking to be promoted.
+    pub learner: bool,
+    pub secret: Option<String>,
+    /// fdatasync sled's data file after every flush (power-loss safety). Off only for experiments.
+    pub fsync: bool,
+    pub heartbeat: Duration,
+    /// The lower bound of the randomised election timeout; the upper bound is twice this.
+    pub election_timeout: Duration,
+    /// How long a write may take to reach a leader and commit before `NO_LEADER`.
+    pub write_timeout: Duration,
+    pub log_format: LogFormat,
+    pub segments: crate::segments::SegmentConfig,
+}
+
+/// The layer of values that flags and environment variables give (`None`: not given).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub node_id: Option<NodeId>,
+    pub listen: Option<String>,
+    pub advertise: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub initial_cluster: Option<String>,
+    pub join: Option<String>,
+    pub learner: Option<bool>,
+    pub secret: Option<String>,
+    pub insecure: Option<bool>,
+    pub fsync: Option<bool>,
+    pub heartbeat_ms: Option<u64>,
+    pub election_timeout_ms: Option<u64>,
+    pub write_timeout_ms: Option<u64>,
+    pub log_format: Option<String>,
+    pub segment_wait_ms: Option<u64>,
+    pub preload: Option<bool>,
+    pub segment_duration_ms: Option<u64>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, String> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("bad config file {}: {e}", path.display()))
+    }
+
+    /// `self` wins where it has a value; `lower` fills the rest.
+    pub fn over(self, lower: FileConfig) -> FileConfig {
+        FileConfig {
+            node_id: self.node_id.or(lower.node_id),
+            listen: self.listen.or(lower.listen),
+            advertise: self.advertise.or(lower.advertise),
+            data_dir: self.data_dir.or(lower.data_dir),
+            initial_cluster: self.initial_cluster.or(lower.initial_cluster),
+            join: self.join.or(lower.join),
+            learner: self.learner.or(lower.learner),
+            secret: self.secret.or(lower.secret),
+            insecure: self.insecure.or(lower.insecure),
+            fsync: self.fsync.or(lower.fsync),
+            heartbeat_ms: self.heartbeat_ms.or(lower.heartbeat_ms),
+            election_timeout_ms: self.election_timeout_ms.or(lower.election_timeout_ms),
+            write_timeout_ms: self.write_timeout_ms.or(lower.write_timeout_ms),
+            log_format: self.log_format.or(lower.log_format),
+            segment_wait_ms: self.segment_wait_ms.or(lower.segment_wait_ms),
+            preload: self.preload.or(lower.preload),
+            segment_duration_ms: self.segment_duration_ms.or(lower.segment_duration_ms),
+        }
+    }
+}
+
+impl Config {
+    /// Applies the defaults to the merged layers and validates the result.
+    pub fn resolve(layers: FileConfig) -> Result<Config, String> {
+        let node_id = layers.node_id.unwrap_or(1);
+        let listen_text = layers.listen.unwrap_or_else(|| "127.0.0.1:8080".to_string());
+        let listen = resolve_addr(&listen_text)?;
+
+        let bootstrap = match (layers.initial_cluster, layers.join) {
+            (Some(_), Some(_)) => return Err("--initial-cluster and --join exclude each other".into()),
+            (Some(text), None) => {
+                let members = parse_initial_cluster(&text)?;
+                if !members.contains_key(&node_id) {
+                    return Err(format!("--initial-cluster does not list this node (--node-id {node_id})"));
+                }
+                Bootstrap::InitialCluster(members)
+            }
+            (None, Some(text)) => {
+                let addrs: Vec<String> =
+                    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+                if addrs.is_empty() {
+                    return Err("--join needs at least one HOST:PORT".into());
+                }
+                Bootstrap::Join(addrs)
+            }
+            (None, None) => Bootstrap::Single,
+        };
+
+        let advertise = match (layers.advertise, &bootstrap) {
+            (Some(advertise), _) => advertise,
+            (None, Bootstrap::InitialCluster(members)) => members[&node_id].clone(),
+            (None, _) if listen.ip().is_unspecified() => {
+                return Err(format!("--listen {listen} is a wildcard address: give --advertise HOST:PORT"));
+            }
+            (None, _) => listen.to_string(),
+        };
+        if let Bootstrap::InitialCluster(members) = &bootstrap {
+            if members[&node_id] != advertise {
+                return Err(format!(
+                    "--initial-cluster lists node {node_id} at {}, but it advertises {advertise}",
+                    members[&node_id]
+                ));
+            }
+        }
+
+        let secret = layers.secret.filter(|s| !s.is_empty());
+        let insecure = layers.insecure.unwrap_or(false);
+        if !listen.ip().is_loopback() && secret.is_none() && !insecure {
+            return Err(format!(
+                "--listen {listen} is reachable from other hosts: give --secret (or --insecure to run without one)"
+            ));
+        }
+
+        let heartbeat = Duration::from_millis(layers.heartbeat_ms.unwrap_or(100));
+        let election_timeout = Duration::from_millis(layers.election_timeout_ms.unwrap_or(500));
+        if heartbeat.is_zero() || election_timeout <= heartbeat {
+            return Err("--election-timeout-ms must be larger than --heartbeat-ms (and both above 0)".into());
+        }
+        let write_timeout = Duration::from_millis(layers.write_timeout_ms.unwrap_or(5000));
+        if write_timeout.is_zero() {
+            return Err("--write-timeout-ms must be above 0".into());
+        }
+        let log_format = match layers.log_format.as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => return Err(format!("--log-format must be text or json, got '{other}'")),
+        };
+
+        let segment_duration = match layers.segment_duration_ms {
+            Some(0) => return Err("--segment-duration-ms must be above 0".into()),
+            Some(ms) => Duration::from_millis(ms),
+            None => StepPolicy::LEAF.segment_duration,
+        };
+        let segments = SegmentConfig {
+            wait: Duration::from_millis(layers.segment_wait_ms.unwrap_or(100)),
+            step_policy: StepPolicy { segment_duration, ..StepPolicy::LEAF },
+            preload: layers.preload.unwrap_or(false),
+        };
+
+        Ok(Config {
+            node_id,
+            listen,
+            advertise,
+            data_dir: layers.data_dir.unwrap_or_else(|| PathBuf::from("./leafraft-data")),
+            bootstrap,
+            learner: layers.learner.unwrap_or(false),
+            secret,
+            fsync: layers.fsync.unwrap_or(true),
+            heartbeat,
+            election_timeout,
+            write_timeout,
+            log_format,
+            segments,
+        })
+    }
+
+    /// The openraft configuration these settings give, validated.
+    pub fn raft_config(&self) -> Result<openraft::Config, String> {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = openraft::Config {
+            cluster_name: "leafraft".to_string(),
+            heartbeat_interval: millis(self.heartbeat),
+            election_timeout_min: millis(self.election_timeout),
+            election_timeout_max: millis(self.election_timeout).saturating_mul(2),
+            install_snapshot_timeout: 2000,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
+            max_in_snapshot_log_to_keep: 1000,
+            purge_batch_size: 256,
+            ..Default::default()
+        };
+        config.validate().map_err(|e| format!("invalid Raft timing: {e}"))
+    }
+}
+
+fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| format!("'{text}' is not a HOST:PORT address"))
+}
+
+/// Parses `1=host:port,2=host:port`.
+pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, String> {
+    let mut members = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (id, addr) =
+            part.split_once('=').ok_or_else(|| format!("'{part}' in --initial-cluster is not ID=HOST:PORT"))?;
+        let id: NodeId = id.trim().parse().map_err(|_| format!("'{id}' in --initial-cluster is not a node ID"))?;
+        let addr = addr.trim();
+        if !addr.contains(':') {
+            return Err(format!("'{addr}' in --initial-cluster is not HOST:PORT"));
+        }
+        if members.insert(id, addr.to_string()).is_some() {
+            return Err(format!("node {id} appears twice in --initial-cluster"));
+        }
+    }
+    if members.is_empty() {
+        return Err("--initial-cluster lists no members".into());
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layers(f: impl FnOnce(&mut FileConfig)) -> FileConfig {
+        let mut layers = FileConfig::default();
+        f(&mut layers);
+        layers
+    }
+
+    #[test]
+    fn embedded_default() {
+        let config = Config::resolve(FileConfig::default()).unwrap();
+        assert_eq!(config.node_id, 1);
+        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(config.advertise, "127.0.0.1:8080");
+        assert_eq!(config.bootstrap, Bootstrap::Single);
+        assert!(config.fsync);
+        config.raft_config().unwrap();
+    }
+
+    #[test]
+    fn initial_cluster_gives_advertise_and_must_list_self() {
+        let config = Config::resolve(layers(|l| {
+            l.node_id = Some(2);
+            l.listen = Some("127.0.0.1:9002".into());
+            l.initial_cluster = Some("1=127.0.0.1:9001, 2=127.0.0.1:9002".into());
+        }))
+        .unwrap();
+        assert_eq!(config.advertise, "127.0.0.1:9002");
+        let err = Config::resolve(layers(|l| {
+            l.node_id = Some(3);
+            l.initial_cluster = Some("1=127.0.0.1:9001".into());
+        }))
+        .unwrap_err();
+        assert!(err.contains("does not list this node"), "{err}");
+        for bad in ["1", "x=a:1", "1=a:1,1=b:2", "1=nohost", ""] {
+            assert!(parse_initial_cluster(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn non_loopback_needs_secret_or_insecure() {
+        let public = |l: &mut FileConfig| {
+            l.listen = Some("0.0.0.0:8080".into());
+            l.advertise = Some("10.0.0.1:8080".into());
+        };
+        assert!(Config::resolve(layers(public)).unwrap_err().contains("--secret"));
+        assert!(Config::resolve(layers(|l| {
+            public(l);
+            l.secret = Some("s".into());
+        }))
+        .is_ok());
+        assert!(Config::resolve(layers(|l| {
+            public(l);
+            l.insecure = Some(true);
+        }))
+        .is_ok());
+    }
+
+    #[test]
+    fn higher_layer_wins() {
+        let flags = layers(|l| l.node_id = Some(3));
+        let file = layers(|l| {
+            l.node_id = Some(9);
+            l.data_dir = Some("/x".into());
+        });
+        let merged = flags.over(file);
+        assert_eq!(merged.node_id, Some(3));
+        assert_eq!(merged.data_dir, Some(PathBuf::from("/x")));
+    }
+
+    #[test]
+    fn file_rejects_unknown_keys() {
+        assert!(toml::from_str::<FileConfig>("node_id = 2\nbogus = 1").is_err());
+        assert_eq!(toml::from_str::<FileConfig>("node_id = 2").unwrap().node_id, Some(2));
+    }
+}

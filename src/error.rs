@@ -1,0 +1,135 @@
+//! `Error`: the one error type of the HTTP API, with the stable codes of SPEC.md §6.
+//!
+//! It crosses node boundaries (a forwarded write answers with it), so it is serializable; on the
+//! HTTP side it renders as `{"error": {"code": "...", "message": "..."}}`.
+
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Deserialize;
+use serde::Serialize;
+
+/// Stable error codes: clients match on these strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    NotReady,
+    TagNotFound,
+    SegmentsNotReady,
+    ClockBackwards,
+    WorkerUnavailable,
+    TagExhausted,
+    NoLeader,
+    InvalidArgument,
+    TagExists,
+    MaxIdDecrease,
+    NotALearner,
+    LastVoter,
+    NodeNotFound,
+    Unauthorized,
+    NotFound,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::NotReady => "NOT_READY",
+            ErrorCode::TagNotFound => "TAG_NOT_FOUND",
+            ErrorCode::SegmentsNotReady => "SEGMENTS_NOT_READY",
+            ErrorCode::ClockBackwards => "CLOCK_BACKWARDS",
+            ErrorCode::WorkerUnavailable => "WORKER_UNAVAILABLE",
+            ErrorCode::TagExhausted => "TAG_EXHAUSTED",
+            ErrorCode::NoLeader => "NO_LEADER",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::TagExists => "TAG_EXISTS",
+            ErrorCode::MaxIdDecrease => "MAX_ID_DECREASE",
+            ErrorCode::NotALearner => "NOT_A_LEARNER",
+            ErrorCode::LastVoter => "LAST_VOTER",
+            ErrorCode::NodeNotFound => "NODE_NOT_FOUND",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::NotFound => "NOT_FOUND",
+        }
+    }
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorCode::NotReady
+            | ErrorCode::SegmentsNotReady
+            | ErrorCode::ClockBackwards
+            | ErrorCode::WorkerUnavailable
+            | ErrorCode::NoLeader => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::TagExhausted
+            | ErrorCode::TagExists
+            | ErrorCode::MaxIdDecrease
+            | ErrorCode::NotALearner
+            | ErrorCode::LastVoter => StatusCode::CONFLICT,
+            ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
+            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Error {
+        Error { code, message: message.into() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::InvalidArgument, message)
+    }
+
+    pub fn no_leader(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::NoLeader, message)
+    }
+
+    pub fn not_ready(message: impl Into<String>) -> Error {
+        Error::new(ErrorCode::NotReady, message)
+    }
+
+    pub fn tag_not_found(tag: &str) -> Error {
+        Error::new(ErrorCode::TagNotFound, format!("tag '{tag}' does not exist"))
+    }
+
+    /// Maps a state-machine rejection of a request about `tag` to its API error.
+    pub fn from_rejection(tag: &str, rejection: &raft::Rejection) -> Error {
+        use raft::Rejection;
+        match rejection {
+            Rejection::TagNotFound => Error::tag_not_found(tag),
+            Rejection::TagExists => Error::new(ErrorCode::TagExists, format!("tag '{tag}' already exists")),
+            Rejection::MaxIdDecrease { current } => {
+                Error::new(ErrorCode::MaxIdDecrease, format!("max_id of tag '{tag}' may only rise; it is {current}"))
+            }
+            Rejection::TagExhausted => {
+                Error::new(ErrorCode::TagExhausted, format!("tag '{tag}' has handed out its last ID"))
+            }
+            Rejection::InvalidArgument(msg) => Error::invalid(msg.clone()),
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The JSON body of an error answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: Error,
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        (self.code.status(), axum::Json(ErrorBody { error: self })).into_response()
+    }
+}

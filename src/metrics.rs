@@ -1,0 +1,149 @@
+//! `Metrics`: the Prometheus series of SPEC.md §4, in the text format at `/metrics`.
+//!
+//! Hot-path numbers (IDs issued per tag) live in plain atomics next to the buffers and are copied
+//! into the registry at scrape time, so serving an ID never touches the registry.
+
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::exponential_buckets;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::cluster::Cluster;
+use crate::segments::Segments;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: String,
+    pub code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TagLabels {
+    pub tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClaimLabels {
+    pub tag: String,
+    pub result: &'static str,
+}
+
+fn claim_histogram() -> Histogram {
+    // 0.5 ms to about 16 s.
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    ids_issued: Family<TagLabels, Counter>,
+    claims: Family<ClaimLabels, Counter>,
+    claim_seconds: Family<TagLabels, Histogram, fn() -> Histogram>,
+    buffer_ids_left: Family<TagLabels, Gauge>,
+    raft_term: Gauge,
+    raft_leader: Gauge,
+    raft_is_leader: Gauge,
+    raft_last_log_index: Gauge,
+    raft_applied_index: Gauge,
+    raft_commit_index: Gauge,
+    raft_voters: Gauge,
+    raft_learners: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("leafraft");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("http_requests", "HTTP requests by route and status code", requests.clone());
+        let ids_issued = Family::<TagLabels, Counter>::default();
+        registry.register("segment_ids_issued", "Segment IDs handed out by this node", ids_issued.clone());
+        let claims = Family::<ClaimLabels, Counter>::default();
+        registry.register("segment_claims", "Segment claims proposed by this node, by result", claims.clone());
+        let claim_seconds = Family::<TagLabels, Histogram, fn() -> Histogram>::new_with_constructor(claim_histogram);
+        registry.register(
+            "segment_claim_duration_seconds",
+            "Time from proposing a claim to having it committed and applied",
+            claim_seconds.clone(),
+        );
+        let buffer_ids_left = Family::<TagLabels, Gauge>::default();
+        registry.register("segment_buffer_ids", "IDs left in this node's two buffers", buffer_ids_left.clone());
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let gauge = Gauge::<i64, AtomicI64>::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        };
+        let raft_term = gauge(&mut registry, "raft_term", "Current Raft term");
+        let raft_leader = gauge(&mut registry, "raft_leader_id", "Node ID of the known leader (-1 when none)");
+        let raft_is_leader = gauge(&mut registry, "raft_is_leader", "1 when this node is the leader");
+        let raft_last_log_index = gauge(&mut registry, "raft_last_log_index", "Index of the last log entry");
+        let raft_applied_index = gauge(&mut registry, "raft_applied_index", "Index of the last applied entry");
+        let raft_commit_index = gauge(&mut registry, "raft_commit_index", "Index of the last committed entry");
+        let raft_voters = gauge(&mut registry, "raft_voters", "Voters in the membership");
+        let raft_learners = gauge(&mut registry, "raft_learners", "Learners in the membership");
+        Metrics {
+            registry,
+            requests,
+            ids_issued,
+            claims,
+            claim_seconds,
+            buffer_ids_left,
+            raft_term,
+            raft_leader,
+            raft_is_leader,
+            raft_last_log_index,
+            raft_applied_index,
+            raft_commit_index,
+            raft_voters,
+            raft_learners,
+        }
+    }
+
+    pub fn count_request(&self, route: &str, code: u16) {
+        self.requests.get_or_create(&RequestLabels { route: route.to_string(), code }).inc();
+    }
+
+    pub fn observe_claim(&self, tag: &str, took: Duration, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.claims.get_or_create(&ClaimLabels { tag: tag.to_string(), result }).inc();
+        if ok {
+            self.claim_seconds.get_or_create(&TagLabels { tag: tag.to_string() }).observe(took.as_secs_f64());
+        }
+    }
+
+    /// Copies the current state into the registry and encodes it.
+    pub fn render(&self, cluster: &Cluster, segments: &Segments) -> String {
+        let status = cluster.status();
+        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        self.raft_term.set(to_i64(status.term));
+        self.raft_leader.set(status.leader_id.map_or(-1, to_i64));
+        self.raft_is_leader.set(i64::from(status.leader_id == Some(status.node_id)));
+        self.raft_last_log_index.set(cluster.metrics().last_log_index.map_or(0, to_i64));
+        self.raft_applied_index.set(status.applied_index.map_or(0, to_i64));
+        self.raft_commit_index.set(status.commit_index.map_or(0, to_i64));
+        self.raft_voters.set(to_i64(status.voters.len() as u64));
+        self.raft_learners.set(to_i64(status.learners.len() as u64));
+        for (tag, issued, _claims, left) in segments.stats() {
+            let labels = TagLabels { tag };
+            let counter = self.ids_issued.get_or_create(&labels);
+            counter.inc_by(issued.saturating_sub(counter.get()));
+            self.buffer_ids_left.get_or_create(&labels).set(to_i64(left));
+        }
+        let mut text = String::new();
+        if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
+            text.clear();
+        }
+        text
+    }
+}
