@@ -35,9 +35,26 @@ pub enum Command {
         #[command(subcommand)]
         command: TagCommand,
     },
+    /// Fetch IDs.
+    Id {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        command: IdCommand,
+    },
     /// Built-in benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IdCommand {
+    /// Segment IDs of a tag, one per line.
+    Segment {
+        tag: String,
+        #[arg(short = 'n', long = "count", default_value_t = 1)]
+        count: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -56,6 +73,33 @@ pub enum BenchCommand {
         /// fdatasync every log write (as in production).
         #[arg(long, default_value_t = true, action = ArgAction::Set)]
         fsync: bool,
+    },
+    /// HTTP load: keep-alive connections, fixed duration, latency histogram, duplicate check.
+    Http {
+        /// Target URLs (comma separated); workers are spread over them.
+        #[arg(long = "url", value_delimiter = ',', required = true)]
+        urls: Vec<String>,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 10)]
+        duration_secs: u64,
+        /// Total requests per second (default: as fast as possible).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Skip collecting IDs for the duplicate check.
+        #[arg(long)]
+        no_check: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
+    /// compares leafraft against.
+    #[command(hide = true)]
+    CounterServer {
+        #[arg(long, default_value = "127.0.0.1:8099")]
+        listen: String,
     },
 }
 

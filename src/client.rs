@@ -132,6 +132,18 @@ impl Client {
         Ok(list.tags)
     }
 
+    // --- IDs
+
+    /// `count` segment IDs of `tag`, as the decimal strings the API answers.
+    pub async fn segment_ids(&self, tag: &str, count: u64) -> Result<Vec<String>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Ids {
+            ids: Vec<String>,
+        }
+        let ids: Ids = self.get(&format!("/v1/segment/{tag}?count={count}")).await?;
+        Ok(ids.ids)
+    }
+
     // --- Cluster
 
     pub async fn cluster_status(&self) -> Result<ClusterStatus, ClientError> {

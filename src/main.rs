@@ -10,6 +10,7 @@ use leafraft::cli::Cli;
 use leafraft::cli::ClientArgs;
 use leafraft::cli::ClusterCommand;
 use leafraft::cli::Command;
+use leafraft::cli::IdCommand;
 use leafraft::cli::ServeArgs;
 use leafraft::cli::TagCommand;
 use leafraft::client::Client;
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Cluster { client, command } => runtime.block_on(cluster(client, command)),
         Command::Tag { client, command } => runtime.block_on(tag(client, command)),
+        Command::Id { client, command } => runtime.block_on(id(client, command)),
         Command::Bench(command) => runtime.block_on(bench(command)),
     }
 }
@@ -232,5 +234,61 @@ async fn bench(command: BenchCommand) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, json } => {
+            let options = leafraft::bench::http::HttpOptions {
+                urls,
+                concurrency,
+                duration: std::time::Duration::from_secs(duration_secs),
+                rate,
+                check_unique: !no_check,
+            };
+            match leafraft::bench::http::run(&options).await {
+                Ok(report) if json => print_json(&report),
+                Ok(r) => {
+                    println!(
+                        "{} ok of {} requests in {:.1} s: {:.0} req/s, {:.0} IDs/s",
+                        r.ok, r.requests, r.elapsed_secs, r.requests_per_sec, r.ids_per_sec
+                    );
+                    println!(
+                        "latency µs: p50 {} p99 {} p99.9 {} max {}; over 5 ms: {}",
+                        r.p50_us, r.p99_us, r.p999_us, r.max_us, r.over_5ms
+                    );
+                    println!("errors by status: {:?}; transport errors: {}", r.errors_by_status, r.transport_errors);
+                    match r.duplicates {
+                        Some(0) => println!("duplicates: 0 (all {} IDs unique)", r.ids),
+                        Some(n) => println!("DUPLICATES: {n}"),
+                        None => println!("duplicates: not checked"),
+                    }
+                    if r.duplicates.unwrap_or(0) > 0 {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => fail(e),
+            }
+        }
+        BenchCommand::CounterServer { listen } => match leafraft::bench::counter_server(&listen).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
+    }
+}
+
+async fn id(args: ClientArgs, command: IdCommand) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    match command {
+        IdCommand::Segment { tag, count } => match client.segment_ids(&tag, count).await {
+            Ok(ids) => {
+                let mut out = String::new();
+                for id in ids {
+                    out.push_str(&id);
+                    out.push('\n');
+                }
+                print!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e),
+        },
     }
 }

@@ -1,7 +1,13 @@
 //! `leafraft bench`: built-in load generators. `claims` measures Raft-committed segment claims
-//! on a local cluster started in this process.
+//! on a local cluster started in this process; `http` is a load generator; `counter_server` is
+//! the baseline the HTTP numbers are compared with.
 
 pub mod claims;
+pub mod http;
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// Latency percentiles of a run, in microseconds.
 #[derive(Debug, Clone, Copy)]
@@ -21,4 +27,20 @@ impl Percentiles {
             max: histogram.max(),
         }
     }
+}
+
+/// Serves `GET /{anything}` with the next value of an atomic counter: the least an HTTP ID
+/// service can do, on the same axum stack as leafraft.
+pub async fn counter_server(listen: &str) -> Result<(), String> {
+    let counter = Arc::new(AtomicU64::new(1));
+    let app = axum::Router::new().route(
+        "/{*path}",
+        axum::routing::get(move || {
+            let counter = counter.clone();
+            async move { counter.fetch_add(1, Ordering::Relaxed).to_string() }
+        }),
+    );
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    axum::serve(listener, app).await.map_err(|e| e.to_string())
 }
