@@ -139,10 +139,10 @@ pub struct ServeArgs {
     /// fdatasync after every flush [default: true]; false is unsafe on power loss.
     #[arg(long, env = "LEAFRAFT_FSYNC")]
     pub fsync: Option<bool>,
-    /// Raft heartbeat interval [default: 100].
+    /// Raft heartbeat interval [default: 50].
     #[arg(long, env = "LEAFRAFT_HEARTBEAT_MS")]
     pub heartbeat_ms: Option<u64>,
-    /// Lower bound of the randomised election timeout; the upper is twice it [default: 500].
+    /// Lower bound of the randomised election timeout; the upper is twice it [default: 300].
     #[arg(long, env = "LEAFRAFT_ELECTION_TIMEOUT_MS")]
     pub election_timeout_ms: Option<u64>,
     /// How long a write may take to commit before NO_LEADER [default: 5000].

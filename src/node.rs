@@ -183,6 +183,13 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) {
     let mut backoff = Duration::from_millis(200);
     let mut added = false;
     loop {
+        // An operator may have added (or promoted) this node meanwhile with `cluster add`.
+        let status = cluster.status();
+        if status.voters.contains(&config.node_id) || (config.learner && status.learners.contains(&config.node_id)) {
+            tracing::info!("join: already a member");
+            return;
+        }
+        added |= status.learners.contains(&config.node_id);
         for seed in seeds {
             let client = Client::new(&format!("http://{seed}"), config.secret.clone());
             if !added {

@@ -144,8 +144,8 @@ async fn start_cluster(base: &std::path::Path, n: usize, fsync: bool) -> Result<
             learner: false,
             secret: None,
             fsync,
-            heartbeat: Duration::from_millis(100),
-            election_timeout: Duration::from_millis(500),
+            heartbeat: Duration::from_millis(50),
+            election_timeout: Duration::from_millis(300),
             write_timeout: Duration::from_secs(5),
             log_format: LogFormat::Text,
             segments: crate::segments::SegmentConfig {

@@ -7,7 +7,6 @@ pub mod segment;
 pub mod step;
 
 pub use segment::IdRange;
-pub use segment::Segment;
 pub use segment::SegmentBuffer;
 pub use segment::Take;
 pub use step::StepPolicy;

@@ -1,27 +1,31 @@
 //! `SegmentBuffer`: Leaf's double buffer for one tag on one node.
 //!
-//! The current segment is an immutable `[start, end)` with an atomic cursor. Taking IDs is one
-//! `ArcSwap::load` and one `fetch_add`: no lock and no I/O. Only the slow path (the current
-//! segment used up, switching to the next, installing a freshly claimed next) takes a mutex.
+//! The current segment lives in one `Slot`: `end` and an atomic `cursor`, guarded by a
+//! generation counter (a seqlock). Taking IDs is a generation load, one `fetch_add` on the
+//! cursor, two loads and a generation re-check: no lock, no allocation, no I/O. Only the slow
+//! path (the current segment used up, switching to the next, installing a freshly claimed next,
+//! closing) takes a mutex, and it is the only writer of the slot.
 //!
 //! Invariants:
 //! 1. Every ID handed out lies in a segment given to `install_next`, which the caller does only
 //!    with the answer of a committed and applied claim.
-//! 2. An ID is handed out at most once: each comes from a distinct `fetch_add` window of one
-//!    segment's cursor, and a segment is never installed twice.
+//! 2. An ID is handed out at most once: each comes from a distinct `fetch_add` window of the
+//!    cursor within one generation; a take that overlapped a generation change hands out nothing
+//!    (its window is lost, a gap) and tries again.
 //! 3. Per buffer IDs strictly increase: segments are installed in claim order, claims only move
-//!    forward, and the cursor only moves forward.
+//!    forward, and within a generation the cursor only moves forward.
 //! 4. After `close`, nothing more is handed out, and the IDs it reports unserved were never
 //!    handed out.
+//!
+//! Every access to the slot's atomics is `SeqCst`: the argument for invariant 2 needs one total
+//! order of the writer's stores and the reader's loads (on x86 such loads are plain moves).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
-
-use arc_swap::ArcSwap;
 
 /// A half-open range of IDs `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,39 +44,37 @@ impl IdRange {
     }
 }
 
-/// One committed claim being served.
-#[derive(Debug)]
-pub struct Segment {
-    range: IdRange,
+/// The segment being served. Written only under `SegmentBuffer::slow`.
+#[derive(Debug, Default)]
+struct Slot {
+    /// Odd while the writer changes the slot; bumped twice per change.
+    generation: AtomicU64,
+    start: AtomicU64,
+    end: AtomicU64,
+    /// Handing out this ID (or passing it) means 10 % of the segment is used: time to load the
+    /// next one.
+    load_at: AtomicU64,
     /// The next ID to hand out. It may run past `end` (a take that finds the segment used up
     /// still adds); such values hand out nothing.
     cursor: AtomicU64,
-    /// Handing out this ID (or passing it) means 10 % of the segment is used: time to load the
-    /// next one.
-    load_at: u64,
 }
 
-impl Segment {
-    pub fn new(range: IdRange) -> Segment {
-        let load_at = range.start.saturating_add(range.len().div_ceil(10));
-        Segment { range, cursor: AtomicU64::new(range.start), load_at }
+impl Slot {
+    /// Replaces the segment. Caller holds the slow-path lock.
+    fn set(&self, range: IdRange) {
+        self.generation.fetch_add(1, SeqCst);
+        self.start.store(range.start, SeqCst);
+        self.end.store(range.end, SeqCst);
+        self.load_at.store(range.start.saturating_add(range.len().div_ceil(10)), SeqCst);
+        self.cursor.store(range.start, SeqCst);
+        self.generation.fetch_add(1, SeqCst);
     }
 
-    fn empty() -> Segment {
-        Segment::new(IdRange { start: 0, end: 0 })
-    }
-
-    pub fn range(&self) -> IdRange {
-        self.range
-    }
-
-    /// The next ID this segment would hand out, clamped to its end.
-    pub fn cursor(&self) -> u64 {
-        self.cursor.load(Ordering::Relaxed).min(self.range.end)
-    }
-
-    fn is_used_up(&self) -> bool {
-        self.cursor.load(Ordering::Relaxed) >= self.range.end
+    /// The segment and its cursor clamped to the end. Caller holds the slow-path lock, so the
+    /// values belong together.
+    fn read(&self) -> (IdRange, u64) {
+        let range = IdRange { start: self.start.load(SeqCst), end: self.end.load(SeqCst) };
+        (range, self.cursor.load(SeqCst).min(range.end))
     }
 }
 
@@ -99,7 +101,7 @@ pub enum Switch {
 
 #[derive(Debug, Default)]
 struct Slow {
-    next: Option<Arc<Segment>>,
+    next: Option<IdRange>,
     loading: bool,
     closed: bool,
 }
@@ -113,40 +115,42 @@ pub struct BufferState {
     pub loading: bool,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct SegmentBuffer {
-    current: ArcSwap<Segment>,
+    current: Slot,
     slow: Mutex<Slow>,
-    /// True once a take has seen the current segment used up while no next one was ready; a
-    /// plain flag the service reads for metrics.
+    /// Set when a switch found no next segment ready; read for metrics.
     starved: AtomicBool,
-}
-
-impl Default for SegmentBuffer {
-    fn default() -> Self {
-        SegmentBuffer::new()
-    }
 }
 
 impl SegmentBuffer {
     pub fn new() -> SegmentBuffer {
-        SegmentBuffer {
-            current: ArcSwap::from_pointee(Segment::empty()),
-            slow: Mutex::default(),
-            starved: AtomicBool::new(false),
-        }
+        SegmentBuffer::default()
     }
 
     /// Takes up to `max` IDs from the current segment (fewer at its end). Lock-free.
     pub fn take(&self, max: u64) -> Take {
-        let segment = self.current.load();
-        let old = segment.cursor.fetch_add(max, Ordering::Relaxed);
-        if old >= segment.range.end {
-            return Take::UsedUp;
+        let slot = &self.current;
+        loop {
+            let generation = slot.generation.load(SeqCst);
+            if generation & 1 == 1 {
+                // The writer is between its two bumps: a handful of stores.
+                std::hint::spin_loop();
+                continue;
+            }
+            let old = slot.cursor.fetch_add(max, SeqCst);
+            let end = slot.end.load(SeqCst);
+            let load_at = slot.load_at.load(SeqCst);
+            if slot.generation.load(SeqCst) != generation {
+                continue;
+            }
+            if old >= end {
+                return Take::UsedUp;
+            }
+            let taken_to = old.saturating_add(max).min(end);
+            let load_due = old < load_at && load_at <= taken_to;
+            return Take::Ids { range: IdRange { start: old, end: taken_to }, load_due };
         }
-        let end = old.saturating_add(max).min(segment.range.end);
-        let load_due = old < segment.load_at && segment.load_at <= end;
-        Take::Ids { range: IdRange { start: old, end }, load_due }
     }
 
     /// Replaces a used-up current segment by the next one, if there is one.
@@ -155,20 +159,20 @@ impl SegmentBuffer {
         if slow.closed {
             return Switch::Closed;
         }
-        let current = self.current.load();
-        if !current.is_used_up() {
+        let (current, cursor) = self.current.read();
+        if cursor < current.end {
             // Another taker switched first.
             return Switch::Switched;
         }
         // Keep a used-up cursor from creeping towards overflow while takers keep adding to it.
-        current.cursor.fetch_min(current.range.end, Ordering::Relaxed);
+        self.current.cursor.fetch_min(current.end, SeqCst);
         match slow.next.take() {
             Some(next) => {
-                self.current.store(next);
+                self.current.set(next);
                 Switch::Switched
             }
             None => {
-                self.starved.store(true, Ordering::Relaxed);
+                self.starved.store(true, Relaxed);
                 Switch::NotReady { loading: slow.loading }
             }
         }
@@ -195,7 +199,7 @@ impl SegmentBuffer {
             return false;
         }
         debug_assert!(slow.next.is_none(), "a load runs only while no next segment waits");
-        slow.next = Some(Arc::new(Segment::new(range)));
+        slow.next = Some(range);
         true
     }
 
@@ -208,34 +212,42 @@ impl SegmentBuffer {
     pub fn close(&self) -> Vec<IdRange> {
         let mut slow = self.lock();
         slow.closed = true;
-        let current = self.current.load_full();
-        // After this swap every take on the current segment finds it used up; takes that came
-        // before it handed out only IDs below the old cursor.
-        let served_to = current.cursor.swap(current.range.end, Ordering::Relaxed).min(current.range.end);
+        // Inside the odd generation, takes cannot complete; a take that raced the cursor read
+        // below sees the generation change and hands nothing out. So every ID below `served_to`
+        // may have been handed out and none at or above it was.
+        let slot = &self.current;
+        slot.generation.fetch_add(1, SeqCst);
+        let end = slot.end.load(SeqCst);
+        let served_to = slot.cursor.load(SeqCst).min(end);
+        slot.start.store(0, SeqCst);
+        slot.end.store(0, SeqCst);
+        slot.load_at.store(0, SeqCst);
+        slot.cursor.store(0, SeqCst);
+        slot.generation.fetch_add(1, SeqCst);
         let mut unserved = Vec::new();
-        if served_to < current.range.end {
-            unserved.push(IdRange { start: served_to, end: current.range.end });
+        if served_to < end {
+            unserved.push(IdRange { start: served_to, end });
         }
         if let Some(next) = slow.next.take() {
-            unserved.push(next.range);
+            unserved.push(next);
         }
         unserved
     }
 
     pub fn state(&self) -> BufferState {
         let slow = self.lock();
-        let current = self.current.load();
+        let (current, cursor) = self.current.read();
         BufferState {
-            current: (!current.range.is_empty()).then_some(current.range),
-            cursor: current.cursor(),
-            next: slow.next.as_ref().map(|next| next.range),
+            current: (!current.is_empty()).then_some(current),
+            cursor,
+            next: slow.next,
             loading: slow.loading,
         }
     }
 
     /// Whether a take ever found the buffer empty (both segments used up).
     pub fn has_starved(&self) -> bool {
-        self.starved.load(Ordering::Relaxed)
+        self.starved.load(Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Slow> {

@@ -308,6 +308,11 @@ fn try_open_db(dir: &Path, options: &StoreOptions) -> Result<sled::Db, EngineErr
     // and `open` must say so, not crash.
     // `AssertUnwindSafe`: after a panic nothing of sled's state is used again, only the message.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || config.open())) {
+        // sled answers `Unsupported` when its `conf` file does not parse (for instance bytes that
+        // are not UTF-8): for a directory this node created, that is damage, not an old version.
+        Ok(Err(sled::Error::Unsupported(detail))) => {
+            Err(EngineError::Corrupt(format!("sled cannot read its configuration file: {detail}")))
+        }
         Ok(result) => Ok(result?),
         Err(panic) => {
             let detail = panic

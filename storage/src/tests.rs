@@ -158,6 +158,21 @@ fn garbage_config_file_is_an_error() {
     assert_rebuild_message(&err, &dir);
 }
 
+/// Bytes that are not UTF-8 make sled answer `Unsupported` ("created using a sled version
+/// earlier than 0.29"); for our own directory that is damage and gets the rebuild message.
+#[test]
+fn binary_garbage_config_file_is_corruption() {
+    let dir = closed_store();
+    std::fs::write(
+        dir.path().join("conf"),
+        [0xff_u8, 0xfe, 0x00, 0x80, 0x81, 0xc3, 0x28, 0x9f, 0x92, 0x96, 0x00, 0x01],
+    )
+    .expect("write conf");
+    let err = open_err(&dir);
+    assert!(matches!(err, OpenError::Corrupt { .. }), "{err:?}");
+    assert_rebuild_message(&err, &dir);
+}
+
 /// sled treats a `conf` of 8 bytes or less as missing and writes it again; the data is untouched.
 #[test]
 fn a_truncated_config_file_keeps_the_data() {

@@ -1,0 +1,54 @@
+//! `cargo bench --bench take`: one ID from a ready segment buffer against a bare
+//! `AtomicU64::fetch_add`, measured in the same run, reported as a ratio (bar: within 3×).
+
+use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use leafraft::engine::IdRange;
+use leafraft::engine::SegmentBuffer;
+use leafraft::engine::Take;
+
+const N: u64 = 20_000_000;
+const ROUNDS: usize = 9;
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn ns_per_op(f: impl Fn()) -> f64 {
+    let start = Instant::now();
+    for _ in 0..N {
+        f();
+    }
+    start.elapsed().as_nanos() as f64 / N as f64
+}
+
+fn main() {
+    let counter = AtomicU64::new(0);
+    let buffer = SegmentBuffer::new();
+    buffer.try_begin_load();
+    buffer.install_next(IdRange { start: 1, end: 1 << 62 });
+    buffer.switch();
+
+    let mut baseline = Vec::new();
+    let mut take = Vec::new();
+    // Interleave the rounds so both see the same machine load.
+    for _ in 0..ROUNDS {
+        baseline.push(ns_per_op(|| {
+            black_box(counter.fetch_add(1, Ordering::Relaxed));
+        }));
+        take.push(ns_per_op(|| match buffer.take(1) {
+            Take::Ids { range, .. } => {
+                black_box(range.start);
+            }
+            Take::UsedUp => unreachable!("the segment holds 2^62 IDs"),
+        }));
+    }
+    let (baseline, take) = (median(baseline), median(take));
+    println!("AtomicU64::fetch_add       {baseline:6.2} ns/op (median of {ROUNDS} rounds of {N})");
+    println!("SegmentBuffer::take(1)     {take:6.2} ns/op");
+    println!("ratio take / fetch_add     {:6.2}x (bar: <= 3x)", take / baseline);
+}

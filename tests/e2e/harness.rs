@@ -1,0 +1,496 @@
+//! `ProcessCluster`: real `leafraft serve` processes on loopback ports, for the end-to-end tests.
+//!
+//! Every node gets a free port, its own data directory inside one temporary directory and one log
+//! file per incarnation (stdout and stderr together). Dropping the cluster kills every child it
+//! started, also when a test panics; a panicking test also prints the tail of every node's logs.
+//!
+//! Nothing here sleeps to "let things settle": waits poll a condition until a deadline
+//! ([`wait_until`]) and fail with the last reason the condition gave.
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::future::Future;
+use std::net::TcpListener;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Child;
+use std::process::Command;
+use std::process::ExitStatus;
+use std::process::Output;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use leafraft::client::Client;
+use leafraft::cluster::ClusterStatus;
+use reqwest::Method;
+use reqwest::StatusCode;
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_leafraft");
+
+/// How often waits poll.
+const POLL: Duration = Duration::from_millis(25);
+
+/// Raft timing that keeps the tests quick; [`Timing::Default`] leaves the binary's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// `--election-timeout-ms 300 --heartbeat-ms 50`.
+    Fast,
+    /// No timing flags: the defaults (300 ms election timeout, 50 ms heartbeat).
+    Default,
+}
+
+/// Ports handed out in this test binary; tests run in parallel threads and must never share one.
+static PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A loopback port nobody listens on (bound to `127.0.0.1:0`, read, released), never returned
+/// twice by this process.
+pub fn free_port() -> u16 {
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local address").port();
+        drop(listener);
+        if PORTS.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
+}
+
+/// Polls `check` every 25 ms until it answers `Ok`, or panics after `timeout` with `what` and the
+/// last reason `check` gave.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(value) => return value,
+            Err(reason) if Instant::now() >= deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last: {reason}")
+            }
+            Err(_) => tokio::time::sleep(POLL).await,
+        }
+    }
+}
+
+/// One node of the cluster: where it lives and its current process, if any.
+struct NodeProcess {
+    port: u16,
+    data_dir: PathBuf,
+    /// The arguments of its latest start beyond the ones every node gets; reused by `restart`.
+    args: Vec<String>,
+    child: Option<Child>,
+    /// One log file per incarnation, oldest first.
+    logs: Vec<PathBuf>,
+}
+
+/// A set of `leafraft serve` processes sharing one temporary directory.
+pub struct ProcessCluster {
+    dir: TempDir,
+    nodes: BTreeMap<u64, NodeProcess>,
+    secret: Option<String>,
+    timing: Timing,
+    http: reqwest::Client,
+}
+
+impl ProcessCluster {
+    /// No node yet; ports and directories are assigned as nodes are first mentioned.
+    pub fn new() -> ProcessCluster {
+        let dir = tempfile::Builder::new().prefix("leafraft-e2e-").tempdir().expect("temporary directory");
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().expect("HTTP client");
+        ProcessCluster { dir, nodes: BTreeMap::new(), secret: None, timing: Timing::Fast, http }
+    }
+
+    /// Every node is started with `--secret`, and clients send it.
+    pub fn with_secret(mut self, secret: &str) -> ProcessCluster {
+        self.secret = Some(secret.to_string());
+        self
+    }
+
+    pub fn with_timing(mut self, timing: Timing) -> ProcessCluster {
+        self.timing = timing;
+        self
+    }
+
+    /// Starts nodes `1..=n` with one `--initial-cluster` listing them all.
+    pub fn start(n: u64) -> ProcessCluster {
+        let order: Vec<u64> = (1..=n).collect();
+        ProcessCluster::new().start_members(&order)
+    }
+
+    /// Starts the initial members `ids` (in this order) with one `--initial-cluster` listing them.
+    pub fn start_members(mut self, ids: &[u64]) -> ProcessCluster {
+        for &id in ids {
+            self.reserve(id);
+        }
+        for &id in ids {
+            self.start_member(id, ids);
+        }
+        self
+    }
+
+    /// Starts `id` as one of the initial members `members`.
+    pub fn start_member(&mut self, id: u64, members: &[u64]) {
+        let initial = self.initial_cluster(members);
+        self.start_node(id, &["--initial-cluster", &initial]);
+    }
+
+    /// `1=127.0.0.1:P1,2=...` for `members`.
+    pub fn initial_cluster(&mut self, members: &[u64]) -> String {
+        members.iter().map(|&id| format!("{id}={}", self.addr(id))).collect::<Vec<_>>().join(",")
+    }
+
+    /// Gives `id` a port and a data directory if it has none yet; answers its port.
+    pub fn reserve(&mut self, id: u64) -> u16 {
+        let base = self.dir.path().to_path_buf();
+        self.nodes
+            .entry(id)
+            .or_insert_with(|| NodeProcess {
+                port: free_port(),
+                data_dir: base.join(format!("node{id}")),
+                args: Vec::new(),
+                child: None,
+                logs: Vec::new(),
+            })
+            .port
+    }
+
+    pub fn port(&mut self, id: u64) -> u16 {
+        self.reserve(id)
+    }
+
+    /// `127.0.0.1:PORT` of `id`.
+    pub fn addr(&mut self, id: u64) -> String {
+        format!("127.0.0.1:{}", self.port(id))
+    }
+
+    /// `http://127.0.0.1:PORT` of `id`.
+    pub fn url(&mut self, id: u64) -> String {
+        format!("http://{}", self.addr(id))
+    }
+
+    pub fn data_dir(&mut self, id: u64) -> PathBuf {
+        self.reserve(id);
+        self.nodes[&id].data_dir.clone()
+    }
+
+    /// Starts `leafraft serve` for `id` with `--node-id`, `--data-dir`, `--listen 127.0.0.1:PORT`
+    /// (unless `args` has `--listen`), the timing flags and `--secret` of the cluster, then `args`.
+    pub fn start_node(&mut self, id: u64, args: &[&str]) {
+        self.reserve(id);
+        let timing = self.timing;
+        let secret = self.secret.clone();
+        let log_dir = self.dir.path().to_path_buf();
+        let node = self.nodes.get_mut(&id).expect("reserved");
+        if let Some(child) = &mut node.child {
+            assert!(child.try_wait().expect("try_wait").is_some(), "node {id} is already running");
+        }
+        let mut command = Command::new(BIN);
+        command.arg("serve").arg("--node-id").arg(id.to_string()).arg("--data-dir").arg(&node.data_dir);
+        if !args.contains(&"--listen") {
+            command.arg("--listen").arg(format!("127.0.0.1:{}", node.port));
+        }
+        if timing == Timing::Fast {
+            command.args(["--election-timeout-ms", "300", "--heartbeat-ms", "50"]);
+        }
+        if let Some(secret) = &secret {
+            command.arg("--secret").arg(secret);
+        }
+        command.args(args);
+        let log = log_dir.join(format!("node{id}.{}.log", node.logs.len() + 1));
+        let out = File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file handle");
+        scrub_env(&mut command);
+        command.env("RUST_LOG", "info,openraft=warn").env("NO_COLOR", "1").stdin(Stdio::null()).stdout(out).stderr(err);
+        die_with_parent(&mut command);
+        let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
+        node.child = Some(child);
+        node.args = args.iter().map(|s| s.to_string()).collect();
+        node.logs.push(log);
+    }
+
+    /// Starts `id` again on the same data directory and port, with the arguments of its last start.
+    pub fn restart(&mut self, id: u64) {
+        let args = self.nodes[&id].args.clone();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.start_node(id, &args);
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self, id: u64) {
+        let mut child =
+            self.nodes.get_mut(&id).and_then(|n| n.child.take()).unwrap_or_else(|| panic!("node {id} runs no process"));
+        let _ = child.kill();
+        child.wait().expect("wait for a killed node");
+    }
+
+    /// Sends `signal` to the process of `id` (which must be running).
+    pub fn signal(&mut self, id: u64, signal: libc::c_int) {
+        let child = self
+            .nodes
+            .get_mut(&id)
+            .and_then(|n| n.child.as_mut())
+            .unwrap_or_else(|| panic!("node {id} runs no process"));
+        let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
+        // SAFETY: `kill` has no memory-safety preconditions; `pid` is our own unreaped child, so
+        // the number cannot have been reused by another process.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal}) failed: {}", std::io::Error::last_os_error());
+    }
+
+    /// SIGTERM, then waits for the exit, which must be status 0 within `timeout`; answers how long
+    /// the node took to stop.
+    pub async fn terminate(&mut self, id: u64, timeout: Duration) -> Duration {
+        let sent = Instant::now();
+        self.signal(id, libc::SIGTERM);
+        let status = self.wait_exit(id, timeout).await;
+        assert!(status.success(), "node {id} exited with {status} after SIGTERM");
+        sent.elapsed()
+    }
+
+    /// Waits until the process of `id` exits by itself, at most `timeout` (then kills it and panics).
+    pub async fn wait_exit(&mut self, id: u64, timeout: Duration) -> ExitStatus {
+        let node = self.nodes.get_mut(&id).unwrap_or_else(|| panic!("no node {id}"));
+        let child = node.child.as_mut().unwrap_or_else(|| panic!("node {id} runs no process"));
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                node.child = None;
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                node.child = None;
+                panic!("node {id} did not exit within {timeout:?}");
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Whether `id` has a process that has not exited.
+    pub fn is_running(&mut self, id: u64) -> bool {
+        self.nodes.get_mut(&id).and_then(|n| n.child.as_mut()).is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The nodes whose process runs.
+    pub fn live(&mut self) -> Vec<u64> {
+        let ids: Vec<u64> = self.nodes.keys().copied().collect();
+        ids.into_iter().filter(|&id| self.is_running(id)).collect()
+    }
+
+    /// The whole log of `id`'s latest incarnation.
+    pub fn log(&self, id: u64) -> String {
+        self.nodes[&id].logs.last().map(|path| std::fs::read_to_string(path).unwrap_or_default()).unwrap_or_default()
+    }
+
+    /// A typed client of `id` (with the cluster's secret).
+    pub fn client(&mut self, id: u64) -> Client {
+        let url = self.url(id);
+        Client::new(&url, self.secret.clone())
+    }
+
+    /// `/v1/cluster` of `id`.
+    pub async fn status(&mut self, id: u64) -> Result<ClusterStatus, String> {
+        self.client(id).cluster_status().await.map_err(|e| format!("node {id}: {e}"))
+    }
+
+    /// One HTTP request to `id`, answered as status and JSON body (`Null` when not JSON).
+    /// `bearer` is sent as `Authorization: Bearer ...`; `body` is sent as is, as JSON.
+    pub async fn request(
+        &mut self,
+        id: u64,
+        method: Method,
+        path: &str,
+        body: Option<&str>,
+        bearer: Option<&str>,
+    ) -> (StatusCode, Value) {
+        let url = format!("{}{path}", self.url(id));
+        let mut request = self.http.request(method.clone(), &url);
+        if let Some(secret) = bearer {
+            request = request.bearer_auth(secret);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body.to_string());
+        }
+        let response = request.send().await.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// Waits until every live node reports the same leader and term, and that leader (a live
+    /// node) reports itself as leader; answers the leader.
+    pub async fn wait_leader(&mut self, timeout: Duration) -> u64 {
+        let live = self.live();
+        assert!(!live.is_empty(), "no node runs");
+        let clients: Vec<(u64, Client)> = live.iter().map(|&id| (id, self.client(id))).collect();
+        wait_until(timeout, "all live nodes to agree on one leader", || agreed_leader(&clients)).await
+    }
+
+    /// Waits until `/readyz` of `id` answers 200.
+    pub async fn wait_ready(&mut self, id: u64, timeout: Duration) {
+        let client = self.client(id);
+        wait_until(timeout, &format!("node {id} to be ready"), || async {
+            client.ready().await.map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Waits until the status of `id` satisfies `check`, which explains what it misses.
+    pub async fn wait_status(
+        &mut self,
+        id: u64,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&ClusterStatus) -> Result<(), String>,
+    ) -> ClusterStatus {
+        let client = self.client(id);
+        wait_until(timeout, what, || async {
+            let status = client.cluster_status().await.map_err(|e| format!("node {id}: {e}"))?;
+            check(&status).map_err(|reason| format!("node {id}: {reason}; status {status:?}"))?;
+            Ok(status)
+        })
+        .await
+    }
+
+    /// The last `lines` lines of every log of every node, for a failing test.
+    pub fn log_tails(&self, lines: usize) -> String {
+        let mut out = String::new();
+        for (id, node) in &self.nodes {
+            for path in &node.logs {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let all: Vec<&str> = text.lines().collect();
+                let tail = &all[all.len().saturating_sub(lines)..];
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                out.push_str(&format!("----- node {id}: {name} (last {} of {} lines)\n", tail.len(), all.len()));
+                for line in tail {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Default for ProcessCluster {
+    fn default() -> Self {
+        ProcessCluster::new()
+    }
+}
+
+impl Drop for ProcessCluster {
+    fn drop(&mut self) {
+        for node in self.nodes.values_mut() {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!("===== logs of the failed test's nodes in {}\n{}", self.dir.path().display(), self.log_tails(40));
+        }
+    }
+}
+
+/// `Ok(leader)` when every client's node names the same leader and term and the leader is among
+/// them and says it leads.
+async fn agreed_leader(clients: &[(u64, Client)]) -> Result<u64, String> {
+    let mut seen = BTreeMap::new();
+    for (id, client) in clients {
+        let status = client.cluster_status().await.map_err(|e| format!("node {id}: {e}"))?;
+        seen.insert(*id, status);
+    }
+    let views: BTreeSet<(Option<u64>, u64)> = seen.values().map(|s| (s.leader_id, s.term)).collect();
+    let summary = || format!("{:?}", seen.iter().map(|(id, s)| (id, s.leader_id, s.term, &s.role)).collect::<Vec<_>>());
+    match views.into_iter().collect::<Vec<_>>().as_slice() {
+        [(Some(leader), _)] if seen.get(leader).is_some_and(|s| s.role == "leader") => Ok(*leader),
+        _ => Err(format!("(node, leader, term, role): {}", summary())),
+    }
+}
+
+/// Makes the kernel SIGKILL the child when the thread that started it ends, so not even an aborted
+/// or interrupted test run (where `Drop` never runs) leaves nodes behind. Every node is started
+/// from its test's thread (the tests run on tokio's current-thread runtime), which outlives it.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs between fork and exec and only calls `prctl`, which is
+    // async-signal-safe, and reads `errno`.
+    unsafe {
+        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
+
+/// Removes every `LEAFRAFT_*` variable, so the environment of the test run cannot change a node.
+fn scrub_env(command: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("LEAFRAFT_") {
+            command.env_remove(&key);
+        }
+    }
+}
+
+/// Runs the binary with `args` to completion (killed and a panic after `timeout`).
+pub async fn run_binary(args: &[&str], timeout: Duration) -> Output {
+    let mut command = tokio::process::Command::new(BIN);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("LEAFRAFT_") {
+            command.env_remove(&key);
+        }
+    }
+    command
+        .args(args)
+        .env("RUST_LOG", "info,openraft=warn")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(timeout, command.output()).await {
+        Ok(Ok(output)) => output,
+        Ok(Err(e)) => panic!("cannot run {BIN} {args:?}: {e}"),
+        Err(_) => panic!("{BIN} {args:?} did not finish within {timeout:?}"),
+    }
+}
+
+/// The `error.code` of an API error body.
+pub fn error_code(body: &Value) -> &str {
+    body.pointer("/error/code").and_then(Value::as_str).unwrap_or("<no error code>")
+}
+
+/// Asserts an answer is the API error `code` with HTTP `status`.
+#[track_caller]
+pub fn assert_error(answer: &(StatusCode, Value), status: u16, code: &str, what: &str) {
+    let (got_status, body) = answer;
+    assert_eq!((got_status.as_u16(), error_code(body)), (status, code), "{what}: body {body}");
+}
+
+/// Every file below `dir` (for corrupting a store).
+pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

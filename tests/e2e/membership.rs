@@ -1,0 +1,145 @@
+//! Changing the membership of a running cluster: a node that joins by itself with `--join`, and
+//! an operator adding and removing a node with `leafraft cluster add|remove|status`.
+
+use std::process::Output;
+use std::time::Duration;
+
+use leafraft::cluster::ClusterStatus;
+use reqwest::Method;
+
+use crate::harness::free_port;
+use crate::harness::run_binary;
+use crate::harness::wait_until;
+use crate::harness::ProcessCluster;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const CLI_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[track_caller]
+fn assert_success(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} exited with {}\nstdout: {}\nstderr: {}",
+        output.status,
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+}
+
+fn voters_are(expected: &'static [u64]) -> impl Fn(&ClusterStatus) -> Result<(), String> {
+    move |s: &ClusterStatus| {
+        if s.voters == expected && s.learners.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("voters {:?}, learners {:?}", s.voters, s.learners))
+        }
+    }
+}
+
+/// A fourth node started empty with `--join <member>` is added as a learner, promoted to voter
+/// by itself, and then serves reads: local ones of what was written before and after it joined,
+/// and `?consistent=true` ones.
+#[tokio::test]
+async fn a_node_started_with_join_becomes_a_voter_and_serves_reads() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    cluster.client(leader).create_tag("before-join", Some(777), None, None).await.expect("create before join");
+
+    let seed = cluster.addr(2);
+    cluster.start_node(4, &["--join", &seed]);
+    for id in [leader, 4] {
+        cluster.wait_status(id, TIMEOUT, "node 4 to be a voter", voters_are(&[1, 2, 3, 4])).await;
+    }
+    cluster.wait_ready(4, TIMEOUT).await;
+    let status = cluster.status(4).await.unwrap();
+    assert_eq!(status.role, "follower", "{status:?}");
+    assert_eq!(status.nodes.get("4"), Some(&cluster.addr(4)), "{status:?}");
+
+    let joined = cluster.client(4);
+    assert_eq!(joined.get_tag("before-join").await.expect("read on the new node").max_id, "777");
+    cluster.client(1).create_tag("after-join", None, Some(10), None).await.expect("create after join");
+    let (status, body) = cluster.request(4, Method::GET, "/v1/tags/after-join?consistent=true", None, None).await;
+    assert_eq!(status.as_u16(), 200, "{body}");
+    assert_eq!(body["step"], 10);
+    // A write through the new node is forwarded to the leader.
+    joined.create_tag("via-node-4", None, None, None).await.expect("write through the new node");
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let leader_client = cluster.client(leader);
+    wait_until(TIMEOUT, "the leader to list the tag written through node 4", || async {
+        let tags = leader_client.list_tags().await.map_err(|e| e.to_string())?;
+        tags.iter().any(|t| t.tag == "via-node-4").then_some(()).ok_or_else(|| format!("{} tags", tags.len()))
+    })
+    .await;
+}
+
+/// The operator CLI: `cluster add` makes a waiting node (started with `--join` at a seed that
+/// does not answer, so it cannot add itself) a voter; `cluster remove` takes it out again;
+/// `cluster status` prints a table and `--json` parses; a failing command exits 1 with one line.
+#[tokio::test]
+async fn the_cli_adds_removes_and_shows_members() {
+    let mut cluster = ProcessCluster::start(3);
+    cluster.wait_leader(TIMEOUT).await;
+    let server = cluster.url(1);
+
+    let nobody = format!("127.0.0.1:{}", free_port());
+    cluster.start_node(5, &["--join", &nobody]);
+    let addr5 = cluster.addr(5);
+    let client5 = cluster.client(5);
+    wait_until(TIMEOUT, "node 5 to answer /healthz", || async {
+        let response = reqwest::get(format!("{}/healthz", client5.base())).await.map_err(|e| e.to_string())?;
+        response.status().is_success().then_some(()).ok_or_else(|| format!("HTTP {}", response.status()))
+    })
+    .await;
+    let (status, body) = cluster.request(5, Method::GET, "/readyz", None, None).await;
+    assert_eq!(status.as_u16(), 503, "a node waiting to be added is not ready: {body}");
+    let before = cluster.status(1).await.unwrap();
+    assert_eq!(before.voters, [1, 2, 3], "node 5 must not be a member before `cluster add`: {before:?}");
+
+    let output =
+        run_binary(&["cluster", "add", "--node-id", "5", "--addr", &addr5, "--server", &server], CLI_TIMEOUT).await;
+    assert_success(&output, "cluster add");
+    for id in [1, 2, 3, 5] {
+        cluster.wait_status(id, TIMEOUT, "node 5 to be a voter everywhere", voters_are(&[1, 2, 3, 5])).await;
+    }
+    cluster.wait_ready(5, TIMEOUT).await;
+
+    let output = run_binary(&["cluster", "status", "--server", &server], CLI_TIMEOUT).await;
+    assert_success(&output, "cluster status");
+    let table = text(&output.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines.len() >= 6, "a summary line, a header and four members:\n{table}");
+    assert!(lines[0].starts_with("node 1 is ") && lines[0].contains("; leader "), "{table}");
+    assert!(["NODE", "ADDRESS", "ROLE", "MATCHED", "LAG"].iter().all(|h| lines[1].contains(h)), "{table}");
+    for id in [1, 2, 3, 5] {
+        let addr = cluster.addr(id);
+        let row = lines.iter().find(|l| l.split_whitespace().next() == Some(&id.to_string()));
+        assert!(row.is_some_and(|r| r.contains(&addr)), "no row for node {id} at {addr}:\n{table}");
+    }
+    assert_eq!(lines.iter().filter(|l| l.split_whitespace().nth(2) == Some("leader")).count(), 1, "{table}");
+
+    let output = run_binary(&["cluster", "remove", "--node-id", "5", "--server", &server], CLI_TIMEOUT).await;
+    assert_success(&output, "cluster remove");
+    for id in [1, 2, 3] {
+        let status = cluster.wait_status(id, TIMEOUT, "node 5 to be removed", voters_are(&[1, 2, 3])).await;
+        assert!(!status.nodes.contains_key("5"), "node {id}: {status:?}");
+    }
+    // As the operations guide says: stop the removed process.
+    cluster.kill(5);
+
+    let output = run_binary(&["cluster", "status", "--json", "--server", &server], CLI_TIMEOUT).await;
+    assert_success(&output, "cluster status --json");
+    let status: ClusterStatus = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("`cluster status --json` is not a status ({e}): {}", text(&output.stdout)));
+    assert_eq!((status.node_id, status.voters.as_slice()), (1, &[1, 2, 3][..]), "{status:?}");
+    assert!(status.leader_id.is_some(), "{status:?}");
+
+    let output = run_binary(&["cluster", "remove", "--node-id", "42", "--server", &server], CLI_TIMEOUT).await;
+    assert_eq!(output.status.code(), Some(1), "removing an unknown node must fail: {output:?}");
+    let stderr = text(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr}");
+    assert!(stderr.contains("NODE_NOT_FOUND"), "{stderr}");
+}
