@@ -46,6 +46,7 @@ pub struct Metrics {
     claims: Family<ClaimLabels, Counter>,
     claim_seconds: Family<TagLabels, Histogram, fn() -> Histogram>,
     buffer_ids_left: Family<TagLabels, Gauge>,
+    waits: Family<TagLabels, Counter>,
     raft_term: Gauge,
     raft_leader: Gauge,
     raft_is_leader: Gauge,
@@ -79,6 +80,12 @@ impl Metrics {
         );
         let buffer_ids_left = Family::<TagLabels, Gauge>::default();
         registry.register("segment_buffer_ids", "IDs left in this node's two buffers", buffer_ids_left.clone());
+        let waits = Family::<TagLabels, Counter>::default();
+        registry.register(
+            "segment_waits",
+            "Requests that found both segments used up and waited for a claim",
+            waits.clone(),
+        );
         let gauge = |registry: &mut Registry, name: &str, help: &str| {
             let gauge = Gauge::<i64, AtomicI64>::default();
             registry.register(name, help, gauge.clone());
@@ -99,6 +106,7 @@ impl Metrics {
             claims,
             claim_seconds,
             buffer_ids_left,
+            waits,
             raft_term,
             raft_leader,
             raft_is_leader,
@@ -134,11 +142,13 @@ impl Metrics {
         self.raft_commit_index.set(status.commit_index.map_or(0, to_i64));
         self.raft_voters.set(to_i64(status.voters.len() as u64));
         self.raft_learners.set(to_i64(status.learners.len() as u64));
-        for (tag, issued, _claims, left) in segments.stats() {
-            let labels = TagLabels { tag };
-            let counter = self.ids_issued.get_or_create(&labels);
-            counter.inc_by(issued.saturating_sub(counter.get()));
-            self.buffer_ids_left.get_or_create(&labels).set(to_i64(left));
+        for stats in segments.stats() {
+            let labels = TagLabels { tag: stats.tag };
+            let issued = self.ids_issued.get_or_create(&labels);
+            issued.inc_by(stats.ids_issued.saturating_sub(issued.get()));
+            let waits = self.waits.get_or_create(&labels);
+            waits.inc_by(stats.waits.saturating_sub(waits.get()));
+            self.buffer_ids_left.get_or_create(&labels).set(to_i64(stats.ids_left));
         }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {

@@ -58,6 +58,8 @@ struct TagBuffer {
     exhausted: AtomicBool,
     issued: AtomicU64,
     claims: AtomicU64,
+    /// Requests that found both segments used up and had to wait for a claim.
+    waits: AtomicU64,
     /// IDs issued at the last rate sample, and when, for IDs/s.
     rate: Mutex<(u64, Instant, f64)>,
 }
@@ -73,6 +75,8 @@ pub struct BufferView {
     pub last_claim_at: Option<String>,
     pub ids_issued: u64,
     pub claims: u64,
+    /// Requests that found both segments used up and waited for a claim.
+    pub waits: u64,
     pub ids_per_sec: f64,
 }
 
@@ -145,7 +149,10 @@ impl Segments {
                         ));
                     }
                     self.start_load(&buffer);
-                    let deadline = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.config.wait);
+                    let deadline = *deadline.get_or_insert_with(|| {
+                        buffer.waits.fetch_add(1, Ordering::Relaxed);
+                        tokio::time::Instant::now() + self.config.wait
+                    });
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {
                         return Err(Error::new(
                             ErrorCode::SegmentsNotReady,
@@ -176,6 +183,7 @@ impl Segments {
             exhausted: AtomicBool::new(false),
             issued: AtomicU64::new(0),
             claims: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
             rate: Mutex::new((0, Instant::now(), 0.0)),
         });
         let mut next = HashMap::clone(&current);
@@ -294,25 +302,40 @@ impl Segments {
             last_claim_at: last_claim.map(|(_, _, at_ms)| crate::api::rfc3339(at_ms)),
             ids_issued: issued,
             claims: buffer.claims.load(Ordering::Relaxed),
+            waits: buffer.waits.load(Ordering::Relaxed),
             ids_per_sec,
         })
     }
 
-    /// Per-tag numbers for `/metrics`: (tag, IDs issued, claims, IDs left in the buffers).
-    pub fn stats(&self) -> Vec<(String, u64, u64, u64)> {
+    /// Per-tag numbers for `/metrics`, sorted by tag.
+    pub fn stats(&self) -> Vec<TagStats> {
         let buffers = self.buffers.load();
         let mut stats: Vec<_> = buffers
             .values()
             .map(|buffer| {
                 let state = buffer.buffer.state();
-                let left =
+                let ids_left =
                     state.current.map_or(0, |r| r.end.saturating_sub(state.cursor)) + state.next.map_or(0, |r| r.len());
-                (buffer.tag.clone(), buffer.issued.load(Ordering::Relaxed), buffer.claims.load(Ordering::Relaxed), left)
+                TagStats {
+                    tag: buffer.tag.clone(),
+                    ids_issued: buffer.issued.load(Ordering::Relaxed),
+                    waits: buffer.waits.load(Ordering::Relaxed),
+                    ids_left,
+                }
             })
             .collect();
-        stats.sort();
+        stats.sort_by(|a, b| a.tag.cmp(&b.tag));
         stats
     }
+}
+
+/// One tag's counters on this node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagStats {
+    pub tag: String,
+    pub ids_issued: u64,
+    pub waits: u64,
+    pub ids_left: u64,
 }
 
 fn now_ms() -> u64 {
