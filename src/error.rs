@@ -110,6 +110,9 @@ impl Error {
                 Error::new(ErrorCode::TagExhausted, format!("tag '{tag}' has handed out its last ID"))
             }
             Rejection::InvalidArgument(msg) => Error::invalid(msg.clone()),
+            Rejection::NoWorkerAvailable | Rejection::LeaseLost | Rejection::LayoutMissing => {
+                Error::new(ErrorCode::WorkerUnavailable, rejection.to_string())
+            }
         }
     }
 }

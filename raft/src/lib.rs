@@ -6,6 +6,7 @@
 //!   answers). The variant order of `Request` is persisted in the log: append only.
 //! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
 //!   applied log id and the membership) and its deterministic `apply`.
+//! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
 //! - [`tag`]: tag names and the numeric limits every layer checks.
 //! - [`codec`]: the one bincode configuration used on the wire and on disk.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
@@ -18,12 +19,16 @@ use std::io::Cursor;
 pub mod codec;
 pub mod network;
 pub mod request;
+pub mod snowflake;
 pub mod state_machine;
 pub mod tag;
 
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;
+pub use snowflake::SnowflakeLayout;
+pub use snowflake::SnowflakeRegistry;
+pub use snowflake::WorkerLease;
 pub use state_machine::IdStateMachine;
 pub use state_machine::TagRecord;
 

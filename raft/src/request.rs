@@ -7,7 +7,9 @@
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::snowflake::SnowflakeLayout;
 use crate::state_machine::TagRecord;
+use crate::NodeId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
@@ -23,7 +25,14 @@ pub enum Request {
     /// Safety rests on each claim's tail being proposed at most once (never retried): then the
     /// only claim that can end at `expected_max_id` while `max_id` equals it is the releaser's.
     ReleaseSegment { tag: String, from: u64, expected_max_id: u64 },
-    // The snowflake worker registry commands are appended here.
+    /// Records the snowflake layout if none is recorded yet; answers the recorded one.
+    SetSnowflakeLayout { layout: SnowflakeLayout },
+    /// Gives `node` a worker lease with a window of `window_ms` past `max(now_ms, floor)`.
+    AcquireWorker { node: NodeId, now_ms: u64, lease_ms: u64, window_ms: u64 },
+    /// Moves a lease's window forward, only while `epoch` holds.
+    ExtendWorker { worker: u32, epoch: u64, window_end_ms: u64, now_ms: u64 },
+    /// Frees a lease if `epoch` holds; `used_until_ms` lowers its window to what was used.
+    ReleaseWorker { worker: u32, epoch: u64, used_until_ms: Option<u64> },
 }
 
 impl Request {
@@ -34,6 +43,10 @@ impl Request {
             | Request::UpdateTag { tag, .. }
             | Request::ClaimSegment { tag, .. }
             | Request::ReleaseSegment { tag, .. } => Some(tag),
+            Request::SetSnowflakeLayout { .. }
+            | Request::AcquireWorker { .. }
+            | Request::ExtendWorker { .. }
+            | Request::ReleaseWorker { .. } => None,
         }
     }
 }
@@ -43,13 +56,36 @@ pub enum Response {
     /// The answer to entries that carry no request (blank and membership entries).
     Empty,
     /// The tag after a create or an update.
-    Tag { tag: String, record: TagRecord },
+    Tag {
+        tag: String,
+        record: TagRecord,
+    },
     /// A committed claim: the half-open range `[start, end)` now belongs to the claimer.
-    Segment { start: u64, end: u64 },
+    Segment {
+        start: u64,
+        end: u64,
+    },
     /// Whether a release lowered `max_id`.
-    Released { applied: bool },
+    Released {
+        applied: bool,
+    },
     /// The request was valid to propose but the state did not allow it; nothing changed.
     Rejected(Rejection),
+    /// The snowflake layout recorded in the cluster.
+    SnowflakeLayout(SnowflakeLayout),
+    /// A worker lease: IDs with timestamps in `[floor_ms, window_end_ms]` (Unix ms).
+    WorkerAcquired {
+        worker: u32,
+        epoch: u64,
+        floor_ms: u64,
+        window_end_ms: u64,
+    },
+    WorkerExtended {
+        window_end_ms: u64,
+    },
+    WorkerReleased {
+        applied: bool,
+    },
 }
 
 /// Why applying a request changed nothing. Mirrors the error codes of the HTTP API.
@@ -57,9 +93,17 @@ pub enum Response {
 pub enum Rejection {
     TagNotFound,
     TagExists,
-    MaxIdDecrease { current: u64 },
+    MaxIdDecrease {
+        current: u64,
+    },
     TagExhausted,
     InvalidArgument(String),
+    /// Every worker ID is held by a live holder.
+    NoWorkerAvailable,
+    /// The lease's epoch moved on: another holder (or an operator) took the worker.
+    LeaseLost,
+    /// No snowflake layout is recorded yet.
+    LayoutMissing,
 }
 
 impl std::fmt::Display for Rejection {
@@ -70,6 +114,9 @@ impl std::fmt::Display for Rejection {
             Rejection::MaxIdDecrease { current } => write!(f, "max_id may only rise (current {current})"),
             Rejection::TagExhausted => write!(f, "tag has handed out its last ID"),
             Rejection::InvalidArgument(msg) => write!(f, "{msg}"),
+            Rejection::NoWorkerAvailable => write!(f, "every worker ID is held"),
+            Rejection::LeaseLost => write!(f, "the worker lease is held under another epoch"),
+            Rejection::LayoutMissing => write!(f, "no snowflake layout is recorded"),
         }
     }
 }

@@ -6,6 +6,7 @@
 //! 2. `max_id` goes down only through a `ReleaseSegment` whose `expected_max_id` equals it.
 //! 3. `max_id` never exceeds `MAX_ID_LIMIT` (`i64::MAX`); a tag at the limit is exhausted.
 //! 4. `apply` reads nothing but its arguments: no clock, no randomness, no local config.
+//! 5. The snowflake registry keeps its own invariants: see `crate::snowflake`.
 
 use std::collections::BTreeMap;
 
@@ -16,6 +17,7 @@ use serde::Serialize;
 use crate::request::Rejection;
 use crate::request::Request;
 use crate::request::Response;
+use crate::snowflake::SnowflakeRegistry;
 use crate::tag;
 use crate::typ;
 
@@ -38,6 +40,7 @@ pub struct IdStateMachine {
     pub last_applied: Option<typ::LogId>,
     pub membership: typ::StoredMembership,
     pub tags: BTreeMap<String, TagRecord>,
+    pub snowflake: SnowflakeRegistry,
 }
 
 impl IdStateMachine {
@@ -67,6 +70,16 @@ impl IdStateMachine {
             Request::ClaimSegment { tag, step } => self.claim_segment(tag, *step),
             Request::ReleaseSegment { tag, from, expected_max_id } => {
                 self.release_segment(tag, *from, *expected_max_id)
+            }
+            Request::SetSnowflakeLayout { layout } => self.snowflake.set_layout(*layout),
+            Request::AcquireWorker { node, now_ms, lease_ms, window_ms } => {
+                self.snowflake.acquire(*node, *now_ms, *lease_ms, *window_ms)
+            }
+            Request::ExtendWorker { worker, epoch, window_end_ms, now_ms } => {
+                self.snowflake.extend(*worker, *epoch, *window_end_ms, *now_ms)
+            }
+            Request::ReleaseWorker { worker, epoch, used_until_ms } => {
+                self.snowflake.release(*worker, *epoch, *used_until_ms)
             }
         }
     }

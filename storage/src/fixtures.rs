@@ -57,6 +57,10 @@ pub fn every_request() -> Vec<Request> {
         },
         claim("orders", 2000),
         Request::ReleaseSegment { tag: "orders".into(), from: 1005, expected_max_id: 2005 },
+        Request::SetSnowflakeLayout { layout: raft::SnowflakeLayout::LEAF },
+        Request::AcquireWorker { node: 2, now_ms: 1_700_000_000_000, lease_ms: 60_000, window_ms: 10_000 },
+        Request::ExtendWorker { worker: 3, epoch: 4, window_end_ms: 1_700_000_020_000, now_ms: 1_700_000_010_000 },
+        Request::ReleaseWorker { worker: 3, epoch: 4, used_until_ms: Some(1_700_000_015_000) },
     ]
 }
 

@@ -14,6 +14,8 @@ pub const LAST_PURGED: &[u8] = b"last_purged";
 pub const LAST_APPLIED: &[u8] = b"last_applied";
 pub const MEMBERSHIP: &[u8] = b"membership";
 pub const TAG_PREFIX: &[u8] = b"tag/";
+/// The snowflake layout and worker leases, one value (at most a few thousand leases).
+pub const SNOWFLAKE: &[u8] = b"snowflake";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 

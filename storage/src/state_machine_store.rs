@@ -28,6 +28,7 @@ use raft::typ;
 use raft::IdStateMachine;
 use raft::Request;
 use raft::Response;
+use raft::SnowflakeRegistry;
 use raft::TagRecord;
 use raft::TypeConfig;
 use serde::Deserialize;
@@ -92,6 +93,7 @@ impl StateMachineStore {
         let mut last_applied = None;
         let mut membership = typ::StoredMembership::default();
         let mut tags = BTreeMap::new();
+        let mut snowflake = SnowflakeRegistry::default();
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
@@ -102,6 +104,8 @@ impl StateMachineStore {
             } else if let Some(name) = keys::tag_name(&key) {
                 let record: TagRecord = codec::decode(&value).map_err(|e| ("tag record", e.into()))?;
                 tags.insert(name.to_string(), record);
+            } else if key == keys::SNOWFLAKE {
+                snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
                 let record: SnapshotRecord = codec::decode(&value).map_err(|e| ("snapshot meta", e.into()))?;
                 seq = record.seq + 1;
@@ -110,7 +114,7 @@ impl StateMachineStore {
             }
         }
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
-        let state = IdStateMachine { last_applied, membership, tags };
+        let state = IdStateMachine { last_applied, membership, tags, snowflake };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
@@ -141,14 +145,21 @@ impl StateMachineStore {
             // Each touched tag's record before this batch, to write only the ones that changed.
             let mut touched: BTreeMap<String, Option<TagRecord>> = BTreeMap::new();
             let mut membership_changed = false;
+            let mut snowflake_before = None;
             for entry in entries {
                 match &entry.payload {
-                    EntryPayload::Normal(request) => {
-                        let tag = touched_tag(request);
-                        if !touched.contains_key(tag) {
-                            touched.insert(tag.to_string(), state.tags.get(tag).cloned());
+                    EntryPayload::Normal(request) => match what_changes(request) {
+                        Touched::Tag(tag) => {
+                            if !touched.contains_key(tag) {
+                                touched.insert(tag.to_string(), state.tags.get(tag).cloned());
+                            }
                         }
-                    }
+                        Touched::Snowflake => {
+                            if snowflake_before.is_none() {
+                                snowflake_before = Some(state.snowflake.clone());
+                            }
+                        }
+                    },
                     EntryPayload::Membership(_) => membership_changed = true,
                     EntryPayload::Blank => {}
                 }
@@ -166,6 +177,9 @@ impl StateMachineStore {
             }
             if membership_changed {
                 batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
+            }
+            if snowflake_before.is_some_and(|before| before != state.snowflake) {
+                batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
             }
             if responses.is_empty() {
                 return Ok(responses);
@@ -200,6 +214,7 @@ impl StateMachineStore {
                 batch.put(keys::tag_key(name), codec::encode(record)?);
             }
             batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
+            batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);
             }
@@ -212,14 +227,24 @@ impl StateMachineStore {
     }
 }
 
-/// The tag whose record `request` may change. No wildcard on purpose: a new request kind must
-/// decide here what it changes, or its effect would not be persisted.
-fn touched_tag(request: &Request) -> &str {
+/// The persisted value a request may change.
+enum Touched<'a> {
+    Tag(&'a str),
+    Snowflake,
+}
+
+/// What `request` may change. No wildcard on purpose: a new request kind must decide here what
+/// it changes, or its effect would not be persisted.
+fn what_changes(request: &Request) -> Touched<'_> {
     match request {
         Request::CreateTag { tag, .. }
         | Request::UpdateTag { tag, .. }
         | Request::ClaimSegment { tag, .. }
-        | Request::ReleaseSegment { tag, .. } => tag,
+        | Request::ReleaseSegment { tag, .. } => Touched::Tag(tag),
+        Request::SetSnowflakeLayout { .. }
+        | Request::AcquireWorker { .. }
+        | Request::ExtendWorker { .. }
+        | Request::ReleaseWorker { .. } => Touched::Snowflake,
     }
 }
 

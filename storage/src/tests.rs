@@ -46,8 +46,9 @@ async fn everything_survives_a_reopen() {
 
     let mut entries = vec![membership_entry(1, 1, &[1, 2, 3]), blank(1, 2)];
     entries.extend((3..).zip(every_request()).map(|(i, r)| normal(1, i, r)));
-    entries.push(normal(2, 7, create("users", 1, 10)));
-    entries.extend((8..=20).map(|i| normal(2, i, claim(if i % 2 == 0 { "users" } else { "orders" }, 10))));
+    let next = entries.len() as u64 + 1;
+    entries.push(normal(2, next, create("users", 1, 10)));
+    entries.extend((next + 1..next + 14).map(|i| normal(2, i, claim(if i % 2 == 0 { "users" } else { "orders" }, 10))));
     log.save_vote(&typ::Vote::new_committed(2, 1)).await.expect("vote");
     log.blocking_append(entries.clone()).await.expect("append");
     log.save_committed(Some(log_id(2, 18))).await.expect("committed");

@@ -26,21 +26,24 @@ async fn apply_answers_every_entry_and_persists_changed_tags() {
     let mut sm = store.state_machine.clone();
     let mut entries = vec![blank(1, 1), membership_entry(1, 2, &[1, 2, 3])];
     entries.extend((3..).zip(every_request()).map(|(i, r)| normal(1, i, r)));
-    entries.push(normal(1, 7, create("x y", 1, 10))); // an invalid name: rejected, nothing stored
-    entries.push(normal(1, 8, claim("missing", 10)));
+    let next = entries.len() as u64 + 1;
+    entries.push(normal(1, next, create("x y", 1, 10))); // an invalid name: rejected, nothing stored
+    entries.push(normal(1, next + 1, claim("missing", 10)));
 
     let responses = sm.apply(entries.clone()).await.expect("apply");
     let mut expected = IdStateMachine::default();
     let expected_responses: Vec<Response> = entries.iter().map(|e| expected.apply(e)).collect();
     assert_eq!(responses, expected_responses);
     assert_eq!(responses.len(), entries.len());
-    assert!(matches!(responses[6], Response::Rejected(Rejection::InvalidArgument(_))));
-    assert_eq!(responses[7], Response::Rejected(Rejection::TagNotFound));
+    let n = responses.len();
+    assert!(matches!(responses[n - 2], Response::Rejected(Rejection::InvalidArgument(_))));
+    assert_eq!(responses[n - 1], Response::Rejected(Rejection::TagNotFound));
     assert_eq!(sm.read(Clone::clone), expected);
 
     assert_eq!(tag_keys(&sm), ["tag/orders"]);
     assert_eq!(stored_tag(&sm, "orders").as_ref(), expected.tags.get("orders"));
-    assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, 8)), expected.membership.clone()));
+    assert!(expected.snowflake.layout.is_some(), "the worker requests were applied");
+    assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, next + 1)), expected.membership.clone()));
 }
 
 /// After every apply the stored keyspace decodes to exactly the in-memory state.

@@ -1,0 +1,164 @@
+//! The snowflake worker registry: the layout in use and the worker leases, replicated like the
+//! tags (the role ZooKeeper's `leaf_forever` nodes play in Leaf).
+//!
+//! Invariants (tested in `snowflake/tests.rs`):
+//! 1. A lease changes holder only through `acquire` or `release`, and every change bumps its
+//!    epoch, so an `extend` proposed under an older epoch never applies.
+//! 2. A new holding starts above the worker's previous `window_end_ms` (`floor_ms`), and
+//!    `window_end_ms` only goes down on a release by the current holder, never below what that
+//!    holding may have used. Together: no two holdings' timestamp ranges overlap, whatever the
+//!    clocks say.
+//! 3. Everything time-like (`now_ms`, the lease and window lengths) comes in the command.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::request::Rejection;
+use crate::request::Response;
+use crate::NodeId;
+
+/// The longest window an extension may ask for beyond the proposer's clock: a bound on how many
+/// time bits one bad request can burn.
+pub const MAX_WINDOW_MS: u64 = 10 * 60 * 1000;
+
+/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnowflakeLayout {
+    /// Unix milliseconds of timestamp zero.
+    pub epoch_ms: u64,
+    pub time_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+}
+
+impl SnowflakeLayout {
+    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
+    pub const LEAF: SnowflakeLayout =
+        SnowflakeLayout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+
+    /// The shortest span the time bits must cover.
+    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
+
+    pub fn validate(&self) -> Result<(), String> {
+        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
+        if total != 63 {
+            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
+        }
+        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
+            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
+        }
+        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
+            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
+        }
+        Ok(())
+    }
+
+    pub fn n_workers(&self) -> u64 {
+        1u64 << self.worker_bits
+    }
+}
+
+/// One worker ID's lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerLease {
+    /// `None` after a release: free for anyone.
+    pub holder: Option<NodeId>,
+    /// Bumped on every acquire and release.
+    pub epoch: u64,
+    /// Unix ms: the holder issues no ID with a later timestamp.
+    pub window_end_ms: u64,
+    /// Unix ms: the holder issues no ID with an earlier timestamp (above the previous holding).
+    pub floor_ms: u64,
+    /// The holder's clock at its last acquire or extend, for lease expiry.
+    pub last_extend_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnowflakeRegistry {
+    /// Recorded by the first node that asks; never changes afterwards.
+    pub layout: Option<SnowflakeLayout>,
+    pub workers: BTreeMap<u32, WorkerLease>,
+}
+
+impl SnowflakeRegistry {
+    pub fn set_layout(&mut self, layout: SnowflakeLayout) -> Response {
+        if let Err(msg) = layout.validate() {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        let recorded = *self.layout.get_or_insert(layout);
+        Response::SnowflakeLayout(recorded)
+    }
+
+    /// Gives `node` a worker: the one it holds, else a never-used one, else a released one,
+    /// else one whose holder has not extended for `lease_ms` (by `now_ms`).
+    pub fn acquire(&mut self, node: NodeId, now_ms: u64, lease_ms: u64, window_ms: u64) -> Response {
+        let Some(layout) = self.layout else {
+            return Response::Rejected(Rejection::LayoutMissing);
+        };
+        if window_ms == 0 || window_ms > MAX_WINDOW_MS {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "window must be 1 to {MAX_WINDOW_MS} ms, got {window_ms}"
+            )));
+        }
+        let n_workers = layout.n_workers();
+        let own = self.workers.iter().find(|(_, lease)| lease.holder == Some(node)).map(|(id, _)| *id);
+        let never_used =
+            || (0..n_workers).filter_map(|id| u32::try_from(id).ok()).find(|id| !self.workers.contains_key(id));
+        let released = || self.workers.iter().find(|(_, lease)| lease.holder.is_none()).map(|(id, _)| *id);
+        let expired = || {
+            self.workers
+                .iter()
+                .find(|(_, lease)| now_ms.saturating_sub(lease.last_extend_ms) >= lease_ms)
+                .map(|(id, _)| *id)
+        };
+        let Some(worker) = own.or_else(never_used).or_else(released).or_else(expired) else {
+            return Response::Rejected(Rejection::NoWorkerAvailable);
+        };
+        let previous = self.workers.get(&worker);
+        let floor_ms = previous.map_or(0, |lease| lease.window_end_ms.saturating_add(1));
+        let epoch = previous.map_or(1, |lease| lease.epoch + 1);
+        let window_end_ms = now_ms.max(floor_ms).saturating_add(window_ms);
+        let lease = WorkerLease { holder: Some(node), epoch, window_end_ms, floor_ms, last_extend_ms: now_ms };
+        self.workers.insert(worker, lease);
+        Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }
+    }
+
+    /// Moves the window of `worker` forward to `window_end_ms`, only while `epoch` holds.
+    pub fn extend(&mut self, worker: u32, epoch: u64, window_end_ms: u64, now_ms: u64) -> Response {
+        if window_end_ms > now_ms.saturating_add(MAX_WINDOW_MS) {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a window may reach at most {MAX_WINDOW_MS} ms past the proposer's clock"
+            )));
+        }
+        match self.workers.get_mut(&worker) {
+            Some(lease) if lease.holder.is_some() && lease.epoch == epoch => {
+                lease.window_end_ms = lease.window_end_ms.max(window_end_ms);
+                lease.last_extend_ms = lease.last_extend_ms.max(now_ms);
+                Response::WorkerExtended { window_end_ms: lease.window_end_ms }
+            }
+            _ => Response::Rejected(Rejection::LeaseLost),
+        }
+    }
+
+    /// Frees `worker` if `epoch` holds. `used_until_ms` (a holder stopping cleanly) lowers the
+    /// window to what it used, so the next holding starts right after it.
+    pub fn release(&mut self, worker: u32, epoch: u64, used_until_ms: Option<u64>) -> Response {
+        match self.workers.get_mut(&worker) {
+            Some(lease) if lease.holder.is_some() && lease.epoch == epoch => {
+                lease.holder = None;
+                lease.epoch += 1;
+                if let Some(used) = used_until_ms {
+                    let lowest = lease.floor_ms.saturating_sub(1);
+                    lease.window_end_ms = used.max(lowest).min(lease.window_end_ms);
+                }
+                Response::WorkerReleased { applied: true }
+            }
+            _ => Response::WorkerReleased { applied: false },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
