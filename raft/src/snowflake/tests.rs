@@ -80,7 +80,7 @@ fn after_a_takeover_the_old_holder_cannot_extend() {
 
 #[test]
 fn the_new_holder_starts_above_the_old_window_whatever_the_clocks_say() {
-    let mut registry = registry(0 + 1);
+    let mut registry = registry(1);
     acquired(registry.acquire(1, 5_000_000, LEASE, WINDOW));
     acquired(registry.acquire(2, 5_000_000, LEASE, WINDOW));
     // Node 3's clock is far behind, but far enough past node 1's last extension to take over.
@@ -103,7 +103,7 @@ fn two_nodes_racing_for_the_last_free_worker_never_both_hold_it() {
 
 #[test]
 fn a_released_worker_is_reused_above_what_was_used() {
-    let mut registry = registry(0 + 1);
+    let mut registry = registry(1);
     let (worker, epoch, _, _) = acquired(registry.acquire(1, 1000, LEASE, WINDOW));
     acquired(registry.acquire(2, 1000, LEASE, WINDOW));
     assert_eq!(registry.release(worker, epoch + 1, Some(1500)), Response::WorkerReleased { applied: false });
