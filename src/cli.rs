@@ -42,6 +42,19 @@ pub enum Command {
         #[command(subcommand)]
         command: IdCommand,
     },
+    /// Explain a snowflake ID (time, worker, sequence) with the cluster's layout.
+    Decode {
+        #[command(flatten)]
+        client: ClientArgs,
+        id: String,
+    },
+    /// The snowflake worker registry.
+    Worker {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        command: WorkerCommand,
+    },
     /// Built-in benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -55,6 +68,22 @@ pub enum IdCommand {
         #[arg(short = 'n', long = "count", default_value_t = 1)]
         count: u64,
     },
+    /// Snowflake IDs from the server's worker, one per line.
+    Snowflake {
+        #[arg(short = 'n', long = "count", default_value_t = 1)]
+        count: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkerCommand {
+    /// The worker registry: holders, epochs, windows; and the server's own snowflake state.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Free a worker whose holder is gone for good (the next holder starts above its window).
+    Release { worker_id: u32 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -161,6 +190,33 @@ pub struct ServeArgs {
     /// this halves it [default: 900000, Leaf's 15 minutes].
     #[arg(long, env = "LEAFRAFT_SEGMENT_DURATION_MS")]
     pub segment_duration_ms: Option<u64>,
+    /// Snowflake: Unix ms of timestamp zero [default: 1288834974657, Leaf's twepoch].
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_EPOCH_MS")]
+    pub snowflake_epoch_ms: Option<u64>,
+    /// Snowflake: bits of milliseconds [default: 41].
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_TIME_BITS")]
+    pub snowflake_time_bits: Option<u8>,
+    /// Snowflake: bits of worker ID [default: 10].
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_WORKER_BITS")]
+    pub snowflake_worker_bits: Option<u8>,
+    /// Snowflake: bits of sequence [default: 12].
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_SEQUENCE_BITS")]
+    pub snowflake_sequence_bits: Option<u8>,
+    /// Snowflake: how far ahead of the clock the committed window reaches [default: 10000].
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_WINDOW_MS")]
+    pub snowflake_window_ms: Option<u64>,
+    /// A worker whose holder has not extended for this long can be taken over [default: 60000].
+    #[arg(long, env = "LEAFRAFT_WORKER_LEASE_MS")]
+    pub worker_lease_ms: Option<u64>,
+    /// Serve from the last timestamp when the clock steps back at most this far [default: 1000].
+    #[arg(long, env = "LEAFRAFT_MAX_CLOCK_BACKWARD_MS")]
+    pub max_clock_backward_ms: Option<u64>,
+    /// Refuse snowflake while this node's clock is further than this from its peers' [default: 1000].
+    #[arg(long, env = "LEAFRAFT_MAX_CLOCK_SKEW_MS")]
+    pub max_clock_skew_ms: Option<u64>,
+    /// Start each millisecond's sequence at a small random number, as Leaf can.
+    #[arg(long, env = "LEAFRAFT_SNOWFLAKE_RANDOM_SEQUENCE", action = ArgAction::SetTrue)]
+    pub snowflake_random_sequence: bool,
 }
 
 impl ServeArgs {
@@ -184,6 +240,15 @@ impl ServeArgs {
             segment_wait_ms: self.segment_wait_ms,
             preload: self.preload.then_some(true),
             segment_duration_ms: self.segment_duration_ms,
+            snowflake_epoch_ms: self.snowflake_epoch_ms,
+            snowflake_time_bits: self.snowflake_time_bits,
+            snowflake_worker_bits: self.snowflake_worker_bits,
+            snowflake_sequence_bits: self.snowflake_sequence_bits,
+            snowflake_window_ms: self.snowflake_window_ms,
+            worker_lease_ms: self.worker_lease_ms,
+            max_clock_backward_ms: self.max_clock_backward_ms,
+            max_clock_skew_ms: self.max_clock_skew_ms,
+            snowflake_random_sequence: self.snowflake_random_sequence.then_some(true),
         }
     }
 }

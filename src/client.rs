@@ -144,6 +144,28 @@ impl Client {
         Ok(ids.ids)
     }
 
+    /// `count` snowflake IDs, as the decimal strings the API answers.
+    pub async fn snowflake_ids(&self, count: u64) -> Result<Vec<String>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Ids {
+            ids: Vec<String>,
+        }
+        let ids: Ids = self.get(&format!("/v1/snowflake?count={count}")).await?;
+        Ok(ids.ids)
+    }
+
+    pub async fn decode_snowflake(&self, id: &str) -> Result<serde_json::Value, ClientError> {
+        self.get(&format!("/v1/snowflake/decode/{id}")).await
+    }
+
+    pub async fn workers(&self) -> Result<serde_json::Value, ClientError> {
+        self.get("/v1/workers").await
+    }
+
+    pub async fn release_worker(&self, worker: u32) -> Result<serde_json::Value, ClientError> {
+        self.call::<(), _>(Method::POST, &format!("/v1/workers/{worker}/release"), None).await
+    }
+
     // --- Cluster
 
     pub async fn cluster_status(&self) -> Result<ClusterStatus, ClientError> {

@@ -397,6 +397,22 @@ impl Cluster {
         self.ensure_ready()
     }
 
+    /// The offset of a peer's wall clock from this node's (peer minus local), compensated for
+    /// half the round trip; `None` when the peer does not answer within a second.
+    pub async fn peer_clock_offset(&self, addr: &str) -> Option<i64> {
+        #[derive(Deserialize)]
+        struct Clock {
+            now_ms: u64,
+        }
+        let sent = crate::snowflakes::now_ms();
+        let response =
+            self.http.get(format!("http://{addr}/v1/clock")).timeout(Duration::from_secs(1)).send().await.ok()?;
+        let clock: Clock = response.json().await.ok()?;
+        let received = crate::snowflakes::now_ms();
+        let local_mid = i128::from(sent) + (i128::from(received) - i128::from(sent)) / 2;
+        i64::try_from(i128::from(clock.now_ms) - local_mid).ok()
+    }
+
     pub fn status(&self) -> ClusterStatus {
         let metrics = self.metrics();
         let membership = metrics.membership_config.membership();

@@ -15,7 +15,9 @@ use serde::Deserialize;
 
 use crate::engine::StepPolicy;
 use crate::segments::SegmentConfig;
+use crate::snowflakes::SnowflakeConfig;
 use raft::NodeId;
+use raft::SnowflakeLayout;
 
 /// How a node with an empty data directory joins the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +56,7 @@ pub struct Config {
     pub write_timeout: Duration,
     pub log_format: LogFormat,
     pub segments: crate::segments::SegmentConfig,
+    pub snowflake: crate::snowflakes::SnowflakeConfig,
 }
 
 /// The layer of values that flags and environment variables give (`None`: not given).
@@ -77,6 +80,15 @@ pub struct FileConfig {
     pub segment_wait_ms: Option<u64>,
     pub preload: Option<bool>,
     pub segment_duration_ms: Option<u64>,
+    pub snowflake_epoch_ms: Option<u64>,
+    pub snowflake_time_bits: Option<u8>,
+    pub snowflake_worker_bits: Option<u8>,
+    pub snowflake_sequence_bits: Option<u8>,
+    pub snowflake_window_ms: Option<u64>,
+    pub worker_lease_ms: Option<u64>,
+    pub max_clock_backward_ms: Option<u64>,
+    pub max_clock_skew_ms: Option<u64>,
+    pub snowflake_random_sequence: Option<bool>,
 }
 
 impl FileConfig {
@@ -106,6 +118,15 @@ impl FileConfig {
             segment_wait_ms: self.segment_wait_ms.or(lower.segment_wait_ms),
             preload: self.preload.or(lower.preload),
             segment_duration_ms: self.segment_duration_ms.or(lower.segment_duration_ms),
+            snowflake_epoch_ms: self.snowflake_epoch_ms.or(lower.snowflake_epoch_ms),
+            snowflake_time_bits: self.snowflake_time_bits.or(lower.snowflake_time_bits),
+            snowflake_worker_bits: self.snowflake_worker_bits.or(lower.snowflake_worker_bits),
+            snowflake_sequence_bits: self.snowflake_sequence_bits.or(lower.snowflake_sequence_bits),
+            snowflake_window_ms: self.snowflake_window_ms.or(lower.snowflake_window_ms),
+            worker_lease_ms: self.worker_lease_ms.or(lower.worker_lease_ms),
+            max_clock_backward_ms: self.max_clock_backward_ms.or(lower.max_clock_backward_ms),
+            max_clock_skew_ms: self.max_clock_skew_ms.or(lower.max_clock_skew_ms),
+            snowflake_random_sequence: self.snowflake_random_sequence.or(lower.snowflake_random_sequence),
         }
     }
 }
@@ -190,6 +211,31 @@ impl Config {
             preload: layers.preload.unwrap_or(false),
         };
 
+        let leaf = SnowflakeLayout::LEAF;
+        let layout = SnowflakeLayout {
+            epoch_ms: layers.snowflake_epoch_ms.unwrap_or(leaf.epoch_ms),
+            time_bits: layers.snowflake_time_bits.unwrap_or(leaf.time_bits),
+            worker_bits: layers.snowflake_worker_bits.unwrap_or(leaf.worker_bits),
+            sequence_bits: layers.snowflake_sequence_bits.unwrap_or(leaf.sequence_bits),
+        };
+        layout.validate().map_err(|e| format!("invalid snowflake layout: {e}"))?;
+        let window = Duration::from_millis(layers.snowflake_window_ms.unwrap_or(10_000));
+        if window.is_zero() || window > Duration::from_millis(raft::snowflake::MAX_WINDOW_MS) {
+            return Err(format!("--snowflake-window-ms must be 1 to {}", raft::snowflake::MAX_WINDOW_MS));
+        }
+        let lease = Duration::from_millis(layers.worker_lease_ms.unwrap_or(60_000));
+        if lease <= window {
+            return Err("--worker-lease-ms must be longer than --snowflake-window-ms".into());
+        }
+        let snowflake = SnowflakeConfig {
+            layout,
+            window,
+            lease,
+            max_backward: Duration::from_millis(layers.max_clock_backward_ms.unwrap_or(1000)),
+            max_skew: Duration::from_millis(layers.max_clock_skew_ms.unwrap_or(1000)),
+            random_sequence: layers.snowflake_random_sequence.unwrap_or(false),
+        };
+
         Ok(Config {
             node_id,
             listen,
@@ -204,6 +250,7 @@ impl Config {
             write_timeout,
             log_format,
             segments,
+            snowflake,
         })
     }
 
@@ -326,6 +373,20 @@ mod tests {
         let merged = flags.over(file);
         assert_eq!(merged.node_id, Some(3));
         assert_eq!(merged.data_dir, Some(PathBuf::from("/x")));
+    }
+
+    #[test]
+    fn snowflake_layout_is_validated() {
+        let config = Config::resolve(FileConfig::default()).unwrap();
+        assert_eq!(config.snowflake.layout, SnowflakeLayout::LEAF);
+        let err = Config::resolve(layers(|l| l.snowflake_worker_bits = Some(12))).unwrap_err();
+        assert!(err.contains("63"), "{err}");
+        let ok = Config::resolve(layers(|l| {
+            l.snowflake_worker_bits = Some(8);
+            l.snowflake_sequence_bits = Some(14);
+        }));
+        assert!(ok.is_ok());
+        assert!(Config::resolve(layers(|l| l.worker_lease_ms = Some(5_000))).is_err());
     }
 
     #[test]

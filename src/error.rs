@@ -74,11 +74,20 @@ impl ErrorCode {
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
+    /// The code Leaf's paths answer when it is not the one `code` implies (Leaf tells "clock
+    /// still behind after waiting", −1, from "clock moved back too far", −3). Local only.
+    #[serde(skip)]
+    pub leaf_code: Option<i32>,
 }
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Error {
-        Error { code, message: message.into() }
+        Error { code, message: message.into(), leaf_code: None }
+    }
+
+    pub fn with_leaf_code(mut self, leaf_code: i32) -> Error {
+        self.leaf_code = Some(leaf_code);
+        self
     }
 
     pub fn invalid(message: impl Into<String>) -> Error {

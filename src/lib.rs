@@ -9,6 +9,10 @@
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
+//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator).
+//! - [`segments`], [`snowflakes`]: the ID services that feed the engines with Raft-committed
+//!   claims and worker leases.
+//! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
 //! - [`client`]: a typed client of the API for the CLI and the tests.
 //! - [`bench`]: built-in benchmarks (`leafraft bench claims`).
@@ -26,6 +30,7 @@ pub mod error;
 pub mod metrics;
 pub mod node;
 pub mod segments;
+pub mod snowflakes;
 
 #[cfg(test)]
 mod tidy;

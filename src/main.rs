@@ -13,6 +13,7 @@ use leafraft::cli::Command;
 use leafraft::cli::IdCommand;
 use leafraft::cli::ServeArgs;
 use leafraft::cli::TagCommand;
+use leafraft::cli::WorkerCommand;
 use leafraft::client::Client;
 use leafraft::cluster::ClusterStatus;
 use leafraft::config::Config;
@@ -30,6 +31,8 @@ fn main() -> ExitCode {
         Command::Cluster { client, command } => runtime.block_on(cluster(client, command)),
         Command::Tag { client, command } => runtime.block_on(tag(client, command)),
         Command::Id { client, command } => runtime.block_on(id(client, command)),
+        Command::Decode { client, id } => runtime.block_on(decode(client, id)),
+        Command::Worker { client, command } => runtime.block_on(worker(client, command)),
         Command::Bench(command) => runtime.block_on(bench(command)),
     }
 }
@@ -279,17 +282,68 @@ async fn bench(command: BenchCommand) -> ExitCode {
 async fn id(args: ClientArgs, command: IdCommand) -> ExitCode {
     let client = Client::new(&args.server, args.secret);
     match command {
-        IdCommand::Segment { tag, count } => match client.segment_ids(&tag, count).await {
-            Ok(ids) => {
-                let mut out = String::new();
-                for id in ids {
-                    out.push_str(&id);
-                    out.push('\n');
-                }
-                print!("{out}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => fail(e),
-        },
+        IdCommand::Segment { tag, count } => print_lines(client.segment_ids(&tag, count).await),
+        IdCommand::Snowflake { count } => print_lines(client.snowflake_ids(count).await),
     }
+}
+
+fn print_lines(res: Result<Vec<String>, leafraft::client::ClientError>) -> ExitCode {
+    match res {
+        Ok(lines) => {
+            let mut out = String::new();
+            for line in lines {
+                out.push_str(&line);
+                out.push('\n');
+            }
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+async fn decode(args: ClientArgs, id: String) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    match client.decode_snowflake(&id).await {
+        Ok(decoded) => print_json(&decoded),
+        Err(e) => fail(e),
+    }
+}
+
+async fn worker(args: ClientArgs, command: WorkerCommand) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    let res = match command {
+        WorkerCommand::List { json: true } => client.workers().await,
+        WorkerCommand::List { json: false } => match client.workers().await {
+            Ok(view) => {
+                print_workers(&view);
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => Err(e),
+        },
+        WorkerCommand::Release { worker_id } => client.release_worker(worker_id).await,
+    };
+    match res {
+        Ok(view) => print_json(&view),
+        Err(e) => fail(e),
+    }
+}
+
+fn print_workers(view: &serde_json::Value) {
+    println!("{:<8} {:<8} {:<8} {:<16} {:<16}", "WORKER", "HOLDER", "EPOCH", "WINDOW END", "LAST HEARTBEAT");
+    for worker in view["workers"].as_array().into_iter().flatten() {
+        println!(
+            "{:<8} {:<8} {:<8} {:<16} {:<16}",
+            worker["worker_id"].to_string(),
+            worker["holder"].as_u64().map_or("-".to_string(), |h| h.to_string()),
+            worker["epoch"].to_string(),
+            worker["window_end_ms"].to_string(),
+            worker["last_heartbeat_ms"].to_string(),
+        );
+    }
+    let this = &view["this_node"];
+    println!(
+        "this node: worker {}, clock offset to peers {} ms, refused: {}",
+        this["worker_id"], this["clock_offset_ms"], this["refused"]
+    );
 }

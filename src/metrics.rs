@@ -16,6 +16,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::Cluster;
 use crate::segments::Segments;
+use crate::snowflakes::Snowflakes;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -55,6 +56,12 @@ pub struct Metrics {
     raft_commit_index: Gauge,
     raft_voters: Gauge,
     raft_learners: Gauge,
+    snowflake_ids_issued: Counter,
+    snowflake_worker: Gauge,
+    snowflake_window_headroom_ms: Gauge,
+    snowflake_clock_offset_ms: Gauge,
+    snowflake_refused: Gauge,
+    snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -99,6 +106,28 @@ impl Metrics {
         let raft_commit_index = gauge(&mut registry, "raft_commit_index", "Index of the last committed entry");
         let raft_voters = gauge(&mut registry, "raft_voters", "Voters in the membership");
         let raft_learners = gauge(&mut registry, "raft_learners", "Learners in the membership");
+        let snowflake_ids_issued = Counter::default();
+        registry.register(
+            "snowflake_ids_issued",
+            "Snowflake IDs handed out by this node",
+            snowflake_ids_issued.clone(),
+        );
+        let snowflake_worker =
+            gauge(&mut registry, "snowflake_worker_id", "The worker ID this node holds (-1 when none)");
+        let snowflake_window_headroom_ms =
+            gauge(&mut registry, "snowflake_window_headroom_ms", "How far the committed window reaches past the clock");
+        let snowflake_clock_offset_ms = gauge(
+            &mut registry,
+            "snowflake_clock_offset_ms",
+            "Median offset of the peers' clocks from this node's, RTT-compensated",
+        );
+        let snowflake_refused = gauge(&mut registry, "snowflake_refused", "1 while snowflake IDs are refused");
+        let snowflake_years_left = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "snowflake_time_bits_years_left",
+            "Years the layout's time bits still cover",
+            snowflake_years_left.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -115,6 +144,12 @@ impl Metrics {
             raft_commit_index,
             raft_voters,
             raft_learners,
+            snowflake_ids_issued,
+            snowflake_worker,
+            snowflake_window_headroom_ms,
+            snowflake_clock_offset_ms,
+            snowflake_refused,
+            snowflake_years_left,
         }
     }
 
@@ -131,7 +166,7 @@ impl Metrics {
     }
 
     /// Copies the current state into the registry and encodes it.
-    pub fn render(&self, cluster: &Cluster, segments: &Segments) -> String {
+    pub fn render(&self, cluster: &Cluster, segments: &Segments, snowflakes: &Snowflakes) -> String {
         let status = cluster.status();
         let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.raft_term.set(to_i64(status.term));
@@ -150,6 +185,16 @@ impl Metrics {
             waits.inc_by(stats.waits.saturating_sub(waits.get()));
             self.buffer_ids_left.get_or_create(&labels).set(to_i64(stats.ids_left));
         }
+        let snowflake = snowflakes.status();
+        self.snowflake_ids_issued.inc_by(snowflake.ids_issued.saturating_sub(self.snowflake_ids_issued.get()));
+        self.snowflake_worker.set(snowflake.worker_id.map_or(-1, i64::from));
+        let headroom = snowflake.window_end_ms.map_or(0, |end| {
+            i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(crate::snowflakes::now_ms()).unwrap_or(0)
+        });
+        self.snowflake_window_headroom_ms.set(headroom);
+        self.snowflake_clock_offset_ms.set(snowflake.clock_offset_ms.unwrap_or(0));
+        self.snowflake_refused.set(i64::from(snowflake.refused.is_some()));
+        self.snowflake_years_left.set(snowflakes.years_left());
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             text.clear();

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
+use crate::snowflakes::Snowflakes;
 use raft::Node;
 
 /// How long stopping waits for in-flight requests before it goes on regardless.
@@ -54,6 +55,9 @@ pub struct RunningNode {
     stop_tx: tokio::sync::watch::Sender<bool>,
     server: JoinHandle<std::io::Result<()>>,
     background: Vec<JoinHandle<()>>,
+    snowflake_stop: tokio::sync::watch::Sender<bool>,
+    /// Releases the snowflake worker when told to stop.
+    snowflake_task: JoinHandle<()>,
 }
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
@@ -83,7 +87,13 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let cluster = Arc::new(Cluster::new(config.node_id, raft, store, http, secret, config.write_timeout));
     let metrics = Arc::new(Metrics::new());
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
-    let app = api::router(api::AppState { cluster: cluster.clone(), segments: segments.clone(), metrics });
+    let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
+    let app = api::router(api::AppState {
+        cluster: cluster.clone(),
+        segments: segments.clone(),
+        snowflakes: snowflakes.clone(),
+        metrics,
+    });
     let local_addr = listener.local_addr().map_err(|e| RunError(format!("listener has no address: {e}")))?;
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -101,7 +111,9 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     if config.segments.preload {
         background.push(tokio::spawn(preload(cluster.clone(), segments.clone())));
     }
-    Ok(RunningNode { cluster, segments, local_addr, stop_tx, server, background })
+    let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
+    let snowflake_task = tokio::spawn(snowflakes.clone().maintain(snowflake_stop_rx));
+    Ok(RunningNode { cluster, segments, local_addr, stop_tx, server, background, snowflake_stop, snowflake_task })
 }
 
 impl RunningNode {
@@ -117,8 +129,8 @@ impl RunningNode {
         self.local_addr
     }
 
-    /// Stops accepting, drains in-flight requests, gives back the unused tails of the buffers,
-    /// shuts Raft down and flushes the store.
+    /// Stops accepting, drains in-flight requests, gives back the unused tails of the buffers and
+    /// the snowflake worker, shuts Raft down and flushes the store.
     pub async fn stop(self) -> Result<(), RunError> {
         tracing::info!("shutting down: no new requests");
         // Awaiting the aborted tasks drops their handles on the store, so the data directory
@@ -134,7 +146,11 @@ impl RunningNode {
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
             Err(_) => tracing::warn!("requests still running after the drain timeout; stopping anyway"),
         }
-        self.segments.release_all().await;
+        let _ = self.snowflake_stop.send(true);
+        let (_, snowflake) = tokio::join!(self.segments.release_all(), self.snowflake_task);
+        if let Err(e) = snowflake {
+            tracing::warn!(error = %e, "the snowflake task failed");
+        }
         if let Err(e) = self.cluster.raft().shutdown().await {
             tracing::warn!(error = %e, "raft shutdown reported an error");
         }

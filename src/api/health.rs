@@ -14,9 +14,19 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// Ready means segment IDs and reads can be served; the body also says whether snowflake IDs
+/// are, and why not (a refused clock does not take the node out of a load balancer).
 pub async fn readyz(State(state): State<AppState>) -> Response {
     match state.cluster.readiness() {
-        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))).into_response(),
+        Ok(()) => {
+            let snowflake = state.snowflakes.status();
+            let snowflake = match (&snowflake.refused, snowflake.worker_id) {
+                (Some(reason), _) => json!({"ready": false, "reason": reason}),
+                (None, Some(worker)) => json!({"ready": true, "worker_id": worker}),
+                (None, None) => json!({"ready": false, "reason": "no worker acquired yet"}),
+            };
+            (StatusCode::OK, Json(json!({"status": "ready", "snowflake": snowflake}))).into_response()
+        }
         Err(reason) => Error::not_ready(reason).into_response(),
     }
 }

@@ -9,6 +9,7 @@ mod cluster;
 mod forward;
 mod health;
 mod segments;
+mod snowflake;
 mod tags;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
+use crate::snowflakes::Snowflakes;
 
 pub use body::MaxId;
 pub use tags::CreateTag;
@@ -40,6 +42,7 @@ pub use tags::rfc3339;
 pub struct AppState {
     pub cluster: Arc<Cluster>,
     pub segments: Arc<Segments>,
+    pub snowflakes: Arc<Snowflakes>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -51,6 +54,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/segment/get/{tag}", get(segments::leaf_get))
         .route("/v1/segment/{tag}", get(segments::ids))
         .route("/v1/segment/{tag}/ranges", get(segments::ranges))
+        .route("/api/snowflake/get/{key}", get(snowflake::leaf_get))
+        .route("/decodeSnowflakeId", get(snowflake::leaf_decode))
+        .route("/v1/snowflake", get(snowflake::ids))
+        .route("/v1/snowflake/decode/{id}", get(snowflake::decode))
+        .route("/v1/workers", get(snowflake::workers))
+        .route("/v1/workers/{id}/release", post(snowflake::release_worker))
+        .route("/v1/clock", get(snowflake::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
         .route("/v1/cluster", get(cluster::status))
@@ -78,7 +88,7 @@ async fn count_requests(
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let text = state.metrics.render(&state.cluster, &state.segments);
+    let text = state.metrics.render(&state.cluster, &state.segments, &state.snowflakes);
     ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
 }
 

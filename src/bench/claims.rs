@@ -153,6 +153,14 @@ async fn start_cluster(base: &std::path::Path, n: usize, fsync: bool) -> Result<
                 step_policy: crate::engine::StepPolicy::LEAF,
                 preload: false,
             },
+            snowflake: crate::snowflakes::SnowflakeConfig {
+                layout: raft::SnowflakeLayout::LEAF,
+                window: Duration::from_secs(10),
+                lease: Duration::from_secs(60),
+                max_backward: Duration::from_secs(1),
+                max_skew: Duration::from_secs(1),
+                random_sequence: false,
+            },
         };
         nodes.push(node::start(config, listener).await.map_err(|e| e.to_string())?);
     }

@@ -4,6 +4,7 @@
 //! **Architecture Invariant:** nothing in `engine` uses anything else from this crate.
 
 pub mod segment;
+pub mod snowflake;
 pub mod step;
 
 pub use segment::IdRange;

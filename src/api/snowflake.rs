@@ -1,0 +1,199 @@
+//! Snowflake IDs over HTTP: Leaf's `/api/snowflake/get/{key}` and `/decodeSnowflakeId`, the
+//! native `/v1/snowflake*`, the worker registry `/v1/workers` and `/v1/clock` for peer checks.
+
+use std::time::Duration;
+use std::time::UNIX_EPOCH;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::Path;
+use axum::extract::Query;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use axum::Json;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::api::body;
+use crate::api::segments::leaf_error;
+use crate::api::AppState;
+use crate::engine::snowflake::Layout;
+use crate::error::Error;
+use crate::error::ErrorCode;
+use crate::snowflakes::engine_layout;
+use crate::snowflakes::now_ms;
+use crate::snowflakes::SnowflakeStatus;
+
+/// Leaf's snowflake codes: −1 not ready (or the clock still behind after waiting), −3 the clock
+/// moved back too far.
+fn leaf_code(error: &Error) -> i32 {
+    error.leaf_code.unwrap_or(match error.code {
+        ErrorCode::ClockBackwards => -3,
+        _ => -1,
+    })
+}
+
+pub async fn leaf_get(State(state): State<AppState>, _key: Result<Path<String>, PathRejection>) -> Response {
+    match state.snowflakes.next_ids(1).await {
+        Ok(ids) => match ids.first() {
+            Some(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id.to_string()).into_response(),
+            None => leaf_error(-1),
+        },
+        Err(e) => leaf_error(leaf_code(&e)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CountParams {
+    count: Option<u64>,
+}
+
+pub async fn ids(
+    State(state): State<AppState>,
+    params: Result<Query<CountParams>, QueryRejection>,
+) -> Result<Response, Error> {
+    let count = body::query(params)?.count.unwrap_or(1);
+    let ids = state.snowflakes.next_ids(count).await?;
+    let mut out = String::with_capacity(10 + ids.len() * 22);
+    let mut buffer = itoa::Buffer::new();
+    out.push_str("{\"ids\":[");
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        out.push_str(buffer.format(*id));
+        out.push('"');
+    }
+    out.push_str("]}");
+    Ok(([(CONTENT_TYPE, "application/json")], out).into_response())
+}
+
+/// The layout IDs are decoded with: the one the cluster recorded, else this node's.
+fn layout(state: &AppState) -> Layout {
+    state.cluster.read(|sm| sm.snowflake.layout).map_or(state.snowflakes.layout(), |layout| engine_layout(&layout))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Decoded {
+    pub id: String,
+    pub timestamp_ms: u64,
+    pub time: String,
+    pub worker_id: u64,
+    pub sequence: u64,
+}
+
+fn parse_id(text: &str) -> Result<u64, Error> {
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|id| u64::try_from(id).ok())
+        .ok_or_else(|| Error::invalid(format!("'{text}' is not a non-negative 64-bit ID")))
+}
+
+pub async fn decode(
+    State(state): State<AppState>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<Decoded>, Error> {
+    let id = parse_id(&body::path(id)?)?;
+    let parts = layout(&state).decompose(id);
+    Ok(Json(Decoded {
+        id: id.to_string(),
+        timestamp_ms: parts.timestamp_ms,
+        time: crate::api::rfc3339(parts.timestamp_ms),
+        worker_id: parts.worker,
+        sequence: parts.sequence,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeafDecodeParams {
+    snowflake_id: String,
+}
+
+/// Leaf's shape: `{"timestamp":"<ms>(<time>)","workerId":"…","sequenceId":"…"}`. The time is
+/// written `yyyy-MM-dd HH:mm:ss.SSS` in UTC (Leaf used the server's zone).
+pub async fn leaf_decode(
+    State(state): State<AppState>,
+    params: Result<Query<LeafDecodeParams>, QueryRejection>,
+) -> Result<Json<serde_json::Value>, Error> {
+    let id = parse_id(&body::query(params)?.snowflake_id)?;
+    let parts = layout(&state).decompose(id);
+    let time = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(parts.timestamp_ms)).to_string();
+    let time = time.trim_end_matches('Z').replacen('T', " ", 1);
+    Ok(Json(serde_json::json!({
+        "timestamp": format!("{}({time})", parts.timestamp_ms),
+        "workerId": parts.worker.to_string(),
+        "sequenceId": parts.sequence.to_string(),
+    })))
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WorkerView {
+    pub worker_id: u32,
+    pub holder: Option<u64>,
+    pub epoch: u64,
+    pub window_end_ms: u64,
+    pub floor_ms: u64,
+    pub last_heartbeat_ms: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct WorkersView {
+    pub layout: Option<raft::SnowflakeLayout>,
+    pub workers: Vec<WorkerView>,
+    /// This node's snowflake state (its worker, window, clock check).
+    pub this_node: SnowflakeStatus,
+}
+
+pub async fn workers(State(state): State<AppState>) -> Json<WorkersView> {
+    let (layout, workers) = state.cluster.read(|sm| {
+        let workers = sm
+            .snowflake
+            .workers
+            .iter()
+            .map(|(id, lease)| WorkerView {
+                worker_id: *id,
+                holder: lease.holder,
+                epoch: lease.epoch,
+                window_end_ms: lease.window_end_ms,
+                floor_ms: lease.floor_ms,
+                last_heartbeat_ms: lease.last_extend_ms,
+            })
+            .collect();
+        (sm.snowflake.layout, workers)
+    });
+    Json(WorkersView { layout, workers, this_node: state.snowflakes.status() })
+}
+
+/// An operator frees a worker (its holder is gone for good); the next holder starts above the
+/// window the old one committed.
+pub async fn release_worker(
+    State(state): State<AppState>,
+    id: Result<Path<u32>, PathRejection>,
+) -> Result<Json<WorkersView>, Error> {
+    let worker = body::path(id)?;
+    let epoch = state.cluster.read(|sm| sm.snowflake.workers.get(&worker).map(|lease| lease.epoch));
+    let Some(epoch) = epoch else {
+        return Err(Error::new(ErrorCode::NotFound, format!("worker {worker} was never used")));
+    };
+    let request = raft::Request::ReleaseWorker { worker, epoch, used_until_ms: None };
+    match state.cluster.write(request).await? {
+        raft::Response::WorkerReleased { applied: true } => {
+            tracing::info!(worker, epoch, "snowflake worker released by an operator");
+            Ok(workers(State(state)).await)
+        }
+        raft::Response::WorkerReleased { applied: false } => Err(Error::new(
+            ErrorCode::WorkerUnavailable,
+            format!("worker {worker} is not held (or changed hands meanwhile); nothing released"),
+        )),
+        other => Err(Error::no_leader(format!("unexpected answer to a release: {other:?}"))),
+    }
+}
+
+pub async fn clock(State(state): State<AppState>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "node_id": state.cluster.node_id(), "now_ms": now_ms() }))
+}

@@ -1,0 +1,406 @@
+//! `Snowflakes`: Leaf-snowflake on this node, with the worker ID leased from the Raft state
+//! machine instead of ZooKeeper, and a committed time window instead of a local clock file.
+//!
+//! A background task (`maintain`) agrees on the layout, checks this node's clock against its
+//! peers', acquires a worker and extends its window ahead of need, so the hot path (`next_ids`)
+//! never waits on Raft. Uniqueness rests on the registry (see `raft::snowflake`), not on clocks:
+//! this node issues only timestamps its committed window covers.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+use std::time::Duration;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::engine::snowflake::Generator;
+use crate::engine::snowflake::Layout;
+use crate::engine::snowflake::Refusal;
+use crate::error::Error;
+use crate::error::ErrorCode;
+use raft::SnowflakeLayout;
+
+/// The largest `count` one request may ask for.
+pub const MAX_COUNT: u64 = 10_000;
+
+#[derive(Debug, Clone, Copy)]
+pub struct SnowflakeConfig {
+    pub layout: SnowflakeLayout,
+    /// How far ahead of the clock the committed window reaches.
+    pub window: Duration,
+    /// A holder that has not extended for this long loses its worker to whoever asks.
+    pub lease: Duration,
+    pub max_backward: Duration,
+    pub max_skew: Duration,
+    pub random_sequence: bool,
+}
+
+/// This node's snowflake state, for `/v1/workers`, `/readyz` and the status page.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SnowflakeStatus {
+    pub worker_id: Option<u32>,
+    pub epoch: Option<u64>,
+    pub window_end_ms: Option<u64>,
+    /// Why snowflake IDs are refused right now, if they are.
+    pub refused: Option<String>,
+    /// The median offset of the peers' clocks from this node's (peer minus local), RTT-compensated.
+    pub clock_offset_ms: Option<i64>,
+    pub peers_checked: usize,
+    pub ids_issued: u64,
+}
+
+/// The held worker and the generator issuing from it.
+struct Holding {
+    worker: u32,
+    epoch: u64,
+    generator: Generator,
+}
+
+#[derive(Default)]
+struct State {
+    holding: Option<Holding>,
+    /// Set by the clock check or a layout mismatch: the hot path answers this error.
+    refused: Option<Error>,
+    clock_offset_ms: Option<i64>,
+    peers_checked: usize,
+    layout_agreed: bool,
+    stopped: bool,
+}
+
+pub struct Snowflakes {
+    cluster: Arc<Cluster>,
+    config: SnowflakeConfig,
+    layout: Layout,
+    state: Mutex<State>,
+    issued: AtomicU64,
+}
+
+pub fn now_ms() -> u64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub fn engine_layout(layout: &SnowflakeLayout) -> Layout {
+    Layout {
+        epoch_ms: layout.epoch_ms,
+        time_bits: u32::from(layout.time_bits),
+        worker_bits: u32::from(layout.worker_bits),
+        sequence_bits: u32::from(layout.sequence_bits),
+    }
+}
+
+impl Snowflakes {
+    pub fn new(cluster: Arc<Cluster>, config: SnowflakeConfig) -> Snowflakes {
+        Snowflakes {
+            cluster,
+            layout: engine_layout(&config.layout),
+            config,
+            state: Mutex::new(State::default()),
+            issued: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every update of `State` is a plain field store, so a poisoned lock is still consistent.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    // --- The hot path
+
+    /// Hands out `count` IDs from this node's worker.
+    pub async fn next_ids(&self, count: u64) -> Result<Vec<u64>, Error> {
+        if count == 0 || count > MAX_COUNT {
+            return Err(Error::invalid(format!("count must be between 1 and {MAX_COUNT}, got {count}")));
+        }
+        self.cluster.ensure_serving()?;
+        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+        let mut waited = false;
+        while (ids.len() as u64) < count {
+            let refusal = {
+                let mut state = self.lock();
+                if let Some(error) = &state.refused {
+                    return Err(error.clone());
+                }
+                let Some(holding) = state.holding.as_mut() else {
+                    return Err(Error::new(ErrorCode::WorkerUnavailable, "this node holds no snowflake worker yet"));
+                };
+                let mut refusal = None;
+                while (ids.len() as u64) < count {
+                    match holding.generator.next(now_ms()) {
+                        Ok(id) => ids.push(id),
+                        Err(r) => {
+                            refusal = Some(r);
+                            break;
+                        }
+                    }
+                }
+                refusal
+            };
+            match refusal {
+                None => break,
+                Some(Refusal::Wait { ms }) if !waited => {
+                    // Leaf waits out a small step back once; the lock is not held while waiting.
+                    waited = true;
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                Some(Refusal::Wait { ms }) => {
+                    return Err(Error::new(
+                        ErrorCode::ClockBackwards,
+                        format!("the clock is still {ms} ms behind the last ID after waiting"),
+                    )
+                    .with_leaf_code(-1));
+                }
+                Some(Refusal::ClockBackwards { behind_ms }) => {
+                    return Err(Error::new(
+                        ErrorCode::ClockBackwards,
+                        format!(
+                            "the clock moved back {behind_ms} ms, more than --max-clock-backward-ms {}",
+                            millis(self.config.max_backward)
+                        ),
+                    ));
+                }
+                Some(Refusal::WindowExhausted) => {
+                    return Err(Error::new(
+                        ErrorCode::WorkerUnavailable,
+                        "the committed time window is used up and could not be extended (no quorum?)",
+                    ));
+                }
+            }
+        }
+        self.issued.fetch_add(count, Ordering::Relaxed);
+        Ok(ids)
+    }
+
+    // --- The background task
+
+    /// Keeps a worker with a window ahead of the clock until `stop` is set; then releases it.
+    pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let period = (self.config.window / 4).clamp(Duration::from_millis(50), Duration::from_secs(2));
+        let mut metrics = self.cluster.raft().metrics();
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            if self.cluster.ensure_ready().is_ok() {
+                self.tick().await;
+            }
+            tokio::select! {
+                _ = stop.changed() => {}
+                _ = tokio::time::sleep(period) => {}
+                // Wake early when this node first learns a leader: acquire without a full period.
+                _ = metrics.changed(), if self.lock().holding.is_none() => {}
+            }
+        }
+        self.release().await;
+    }
+
+    async fn tick(&self) {
+        if !self.lock().layout_agreed && !self.agree_layout().await {
+            return;
+        }
+        let skew = self.check_clock().await;
+        {
+            let mut state = self.lock();
+            state.refused = skew.clone();
+            if state.stopped {
+                return;
+            }
+        }
+        if skew.is_some() {
+            return;
+        }
+        let holding = self.lock().holding.as_ref().map(|h| (h.worker, h.epoch, h.generator.window_end_ms()));
+        match holding {
+            None => self.acquire().await,
+            Some((worker, epoch, window_end)) => {
+                let now = now_ms();
+                if window_end.saturating_sub(now) < millis(self.config.window) / 2 {
+                    self.extend(worker, epoch, now).await;
+                }
+            }
+        }
+    }
+
+    async fn agree_layout(&self) -> bool {
+        match self.cluster.write(raft::Request::SetSnowflakeLayout { layout: self.config.layout }).await {
+            Ok(raft::Response::SnowflakeLayout(recorded)) if recorded == self.config.layout => {
+                self.lock().layout_agreed = true;
+                true
+            }
+            Ok(raft::Response::SnowflakeLayout(recorded)) => {
+                let message = format!(
+                    "this node is configured with snowflake layout {:?}, the cluster records {recorded:?}; \
+                     snowflake is refused rather than mixing layouts",
+                    self.config.layout
+                );
+                tracing::error!(%message);
+                self.lock().refused = Some(Error::new(ErrorCode::WorkerUnavailable, message));
+                false
+            }
+            Ok(other) => {
+                tracing::warn!(answer = ?other, "unexpected answer to the layout");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "layout not recorded yet");
+                false
+            }
+        }
+    }
+
+    /// Compares this node's clock with its peers' `/v1/clock`; answers why snowflake must be
+    /// refused, if it must. This node's clock must agree with a majority of the voters
+    /// (itself included) within `--max-clock-skew-ms`.
+    async fn check_clock(&self) -> Option<Error> {
+        let status = self.cluster.status();
+        let peers: Vec<(u64, String)> = status
+            .nodes
+            .iter()
+            .filter_map(|(id, addr)| id.parse::<u64>().ok().map(|id| (id, addr.clone())))
+            .filter(|(id, _)| *id != self.cluster.node_id())
+            .collect();
+        let mut offsets = Vec::new();
+        for (_, addr) in &peers {
+            if let Some(offset) = self.cluster.peer_clock_offset(addr).await {
+                offsets.push(offset);
+            }
+        }
+        offsets.sort_unstable();
+        let max_skew = i64::try_from(millis(self.config.max_skew)).unwrap_or(i64::MAX);
+        let agreeing = 1 + offsets.iter().filter(|offset| offset.abs() <= max_skew).count();
+        let needed = status.voters.len() / 2 + 1;
+        {
+            let mut state = self.lock();
+            state.clock_offset_ms = (!offsets.is_empty()).then(|| offsets[offsets.len() / 2]);
+            state.peers_checked = offsets.len();
+        }
+        if agreeing >= needed || (peers.is_empty() && status.voters.len() <= 1) {
+            return None;
+        }
+        let median =
+            if offsets.is_empty() { "unknown".to_string() } else { format!("{} ms", offsets[offsets.len() / 2]) };
+        Some(Error::new(
+            ErrorCode::ClockBackwards,
+            format!(
+                "this node's clock agrees with {agreeing} of {} voters within --max-clock-skew-ms {max_skew} \
+                 (median peer offset {median}); snowflake is refused until it does",
+                status.voters.len()
+            ),
+        ))
+    }
+
+    async fn acquire(&self) {
+        let request = raft::Request::AcquireWorker {
+            node: self.cluster.node_id(),
+            now_ms: now_ms(),
+            lease_ms: millis(self.config.lease),
+            window_ms: millis(self.config.window),
+        };
+        match self.cluster.write(request).await {
+            Ok(raft::Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }) => {
+                let seed = self.config.random_sequence.then(|| now_ms() ^ (u64::from(worker) << 32));
+                let generator = Generator::new(
+                    self.layout,
+                    u64::from(worker),
+                    floor_ms,
+                    window_end_ms,
+                    millis(self.config.max_backward),
+                    seed,
+                );
+                tracing::info!(worker, epoch, floor_ms, window_end_ms, "snowflake worker acquired");
+                let mut state = self.lock();
+                if !state.stopped {
+                    state.holding = Some(Holding { worker, epoch, generator });
+                }
+            }
+            Ok(raft::Response::Rejected(rejection)) => tracing::warn!(%rejection, "no snowflake worker acquired"),
+            Ok(other) => tracing::warn!(answer = ?other, "unexpected answer to acquiring a worker"),
+            Err(e) => tracing::debug!(error = %e, "acquiring a worker failed; will retry"),
+        }
+    }
+
+    async fn extend(&self, worker: u32, epoch: u64, now: u64) {
+        let window_end_ms = now.saturating_add(millis(self.config.window));
+        let request = raft::Request::ExtendWorker { worker, epoch, window_end_ms, now_ms: now };
+        match self.cluster.write(request).await {
+            Ok(raft::Response::WorkerExtended { window_end_ms }) => {
+                let mut state = self.lock();
+                if let Some(holding) = state.holding.as_mut().filter(|h| h.epoch == epoch) {
+                    holding.generator.extend_window(window_end_ms);
+                }
+            }
+            Ok(raft::Response::Rejected(raft::Rejection::LeaseLost)) => {
+                // Another holder took the worker. What this node issued stays below the window it
+                // had committed, which the new holding starts above; stop and acquire again.
+                tracing::warn!(worker, epoch, "snowflake worker lost to another holder");
+                let mut state = self.lock();
+                if state.holding.as_ref().is_some_and(|h| h.epoch == epoch) {
+                    state.holding = None;
+                }
+            }
+            Ok(other) => tracing::warn!(answer = ?other, "unexpected answer to extending the window"),
+            Err(e) => {
+                tracing::warn!(error = %e, worker, "window not extended; IDs continue inside the committed window")
+            }
+        }
+    }
+
+    /// Stops issuing and gives the worker back, recording the last timestamp used so the next
+    /// holding starts right after it.
+    pub async fn release(&self) {
+        let holding = {
+            let mut state = self.lock();
+            state.stopped = true;
+            state.holding.take()
+        };
+        let Some(holding) = holding else {
+            return;
+        };
+        let used_until_ms = holding.generator.last_timestamp_ms();
+        let request = raft::Request::ReleaseWorker { worker: holding.worker, epoch: holding.epoch, used_until_ms };
+        match self.cluster.write(request).await {
+            Ok(raft::Response::WorkerReleased { applied }) => {
+                tracing::info!(worker = holding.worker, epoch = holding.epoch, applied, "snowflake worker released")
+            }
+            Ok(other) => tracing::warn!(answer = ?other, "unexpected answer to releasing the worker"),
+            Err(e) => tracing::warn!(error = %e, "worker not released; it expires after --worker-lease-ms"),
+        }
+    }
+
+    pub fn status(&self) -> SnowflakeStatus {
+        let state = self.lock();
+        SnowflakeStatus {
+            worker_id: state.holding.as_ref().map(|h| h.worker),
+            epoch: state.holding.as_ref().map(|h| h.epoch),
+            window_end_ms: state.holding.as_ref().map(|h| h.generator.window_end_ms()),
+            refused: state.refused.as_ref().map(|e| e.message.clone()),
+            clock_offset_ms: state.clock_offset_ms,
+            peers_checked: state.peers_checked,
+            ids_issued: self.issued.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Years the layout's time bits still cover from now.
+    pub fn years_left(&self) -> f64 {
+        let ms_left = self.layout.last_timestamp_ms().saturating_sub(now_ms());
+        ms_left as f64 / (365.25 * 24.0 * 3600.0 * 1000.0)
+    }
+}
+
+/// Measures `Instant`s for RTT compensation in `Cluster::peer_clock_offset`.
+pub fn elapsed_ms(since: Instant) -> u64 {
+    millis(since.elapsed())
+}
