@@ -48,7 +48,8 @@ pub struct SnowflakeStatus {
     pub window_end_ms: Option<u64>,
     /// Why snowflake IDs are refused right now, if they are.
     pub refused: Option<String>,
-    /// The median offset of the peers' clocks from this node's (peer minus local), RTT-compensated.
+    /// The (lower) median offset of the peers' clocks from this node's (peer minus local),
+    /// RTT-compensated.
     pub clock_offset_ms: Option<i64>,
     pub peers_checked: usize,
     pub ids_issued: u64,
@@ -284,14 +285,14 @@ impl Snowflakes {
         let needed = status.voters.len() / 2 + 1;
         {
             let mut state = self.lock();
-            state.clock_offset_ms = (!offsets.is_empty()).then(|| offsets[offsets.len() / 2]);
+            state.clock_offset_ms = (!offsets.is_empty()).then(|| offsets[(offsets.len() - 1) / 2]);
             state.peers_checked = offsets.len();
         }
         if agreeing >= needed || (peers.is_empty() && status.voters.len() <= 1) {
             return None;
         }
         let median =
-            if offsets.is_empty() { "unknown".to_string() } else { format!("{} ms", offsets[offsets.len() / 2]) };
+            if offsets.is_empty() { "unknown".to_string() } else { format!("{} ms", offsets[(offsets.len() - 1) / 2]) };
         Some(Error::new(
             ErrorCode::ClockBackwards,
             format!(
