@@ -35,7 +35,8 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
-# start_cluster NAME [extra serve flags...]: three nodes, prints their addresses.
+# start_cluster NAME [extra serve flags...]: three nodes; their addresses land in `cluster`.
+# Not called in $(...): a subshell would keep the PIDs from the cleanup trap.
 start_cluster() {
   local name=$1; shift
   local ports=("$(free_port)" "$(free_port)" "$(free_port)")
@@ -48,7 +49,7 @@ start_cluster() {
   for port in "${ports[@]}"; do
     for _ in $(seq 1 200); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.05; done
   done
-  echo "127.0.0.1:${ports[0]} 127.0.0.1:${ports[1]} 127.0.0.1:${ports[2]}"
+  cluster=("127.0.0.1:${ports[0]}" "127.0.0.1:${ports[1]}" "127.0.0.1:${ports[2]}")
 }
 
 urls() { # urls PATH ADDR... -> comma separated URLs
@@ -80,7 +81,8 @@ echo "== machine: $(nproc) cores; load generator: leafraft bench http, $concurre
 counter_port=$(free_port)
 "$bin" bench counter-server --listen "127.0.0.1:$counter_port" >/dev/null 2>&1 &
 pids+=($!)
-read -r -a nodes <<<"$(start_cluster main)"
+start_cluster main
+nodes=("${cluster[@]}")
 "$bin" tag create bench --step 1000 --server "http://${nodes[0]}" >/dev/null
 for _ in $(seq 1 100); do curl -sf "127.0.0.1:$counter_port/x" >/dev/null && break; sleep 0.05; done
 
@@ -122,7 +124,8 @@ printf "ranges    %12.0f IDs/s (bar >= 30,000,000)  duplicates %s\n" "$(echo "$r
 # (the dynamic step exists for exactly this).
 quarter=$((half / 2))
 echo "== 4. segment switches (step 300, dynamic step pinned by --segment-duration-ms 1, ${switch_secs}s at $quarter req/s)"
-read -r -a small <<<"$(start_cluster switch --segment-duration-ms 1)"
+start_cluster switch --segment-duration-ms 1
+small=("${cluster[@]}")
 "$bin" tag create switch --step 300 --server "http://${small[0]}" >/dev/null
 before=$(claims_total "${small[@]}")
 sw=$(load_for "$switch_secs" --url "$(urls /api/segment/get/switch "${small[@]}")" --rate "$quarter")

@@ -196,9 +196,18 @@ impl Cluster {
         let deadline = Instant::now() + timeout;
         loop {
             let metrics = self.metrics();
+            // A leader that stalls (paused, cut off) would hold a forward until the deadline even
+            // after the others elected a new one. A write or read index that may be sent twice
+            // goes to the new leader instead (a claim abandoned this way is a gap). Membership
+            // changes are not raced: a resend after an unseen success would answer an error.
+            let race = resend == Resend::Allowed && matches!(op, Forwarded::Write(_) | Forwarded::ReadIndex);
             let attempt = match metrics.current_leader {
                 Some(leader) if leader == self.node_id => Some(self.execute(op.clone(), deadline).await),
                 Some(leader) => match metrics.membership_config.membership().get_node(&leader) {
+                    Some(node) if race => tokio::select! {
+                        reply = self.forward(leader, node, &op, deadline) => Some(reply),
+                        () = self.leader_other_than(leader) => Some(Err(Attempt::NotLeader)),
+                    },
                     Some(node) => Some(self.forward(leader, node, &op, deadline).await),
                     None => None,
                 },
@@ -241,6 +250,14 @@ impl Cluster {
             Err(e) => Err(Attempt::Failed(Error::no_leader(format!(
                 "forwarding to leader {leader} failed; the request may or may not have been applied: {e}"
             )))),
+        }
+    }
+
+    /// Completes once this node knows a leader other than `leader` (never if Raft stops).
+    async fn leader_other_than(&self, leader: NodeId) {
+        let mut rx = self.raft.metrics();
+        if rx.wait_for(|m| m.current_leader.is_some_and(|known| known != leader)).await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 

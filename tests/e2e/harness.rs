@@ -142,6 +142,26 @@ impl ProcessCluster {
         self.start_node(id, &["--initial-cluster", &initial]);
     }
 
+    /// As [`start_members`](Self::start_members), with `extra` after `--initial-cluster` on every
+    /// node (kept for `restart`).
+    pub fn start_members_with(mut self, ids: &[u64], extra: &[&str]) -> ProcessCluster {
+        for &id in ids {
+            self.reserve(id);
+        }
+        let initial = self.initial_cluster(ids);
+        for &id in ids {
+            let mut args = vec!["--initial-cluster", initial.as_str()];
+            args.extend_from_slice(extra);
+            self.start_node(id, &args);
+        }
+        self
+    }
+
+    /// The arguments of the latest start of `id` beyond the ones every node gets.
+    pub fn args(&self, id: u64) -> Vec<String> {
+        self.nodes.get(&id).map(|node| node.args.clone()).unwrap_or_default()
+    }
+
     /// `1=127.0.0.1:P1,2=...` for `members`.
     pub fn initial_cluster(&mut self, members: &[u64]) -> String {
         members.iter().map(|&id| format!("{id}={}", self.addr(id))).collect::<Vec<_>>().join(",")
@@ -324,6 +344,15 @@ impl ProcessCluster {
         let status = response.status();
         let bytes = response.bytes().await.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
         (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// One GET to `id`, answered as status and the body as text (for Leaf's `text/plain` paths).
+    pub async fn get_text(&mut self, id: u64, path: &str) -> (StatusCode, String) {
+        let url = format!("{}{path}", self.url(id));
+        let response = self.http.get(&url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = response.status();
+        let text = response.text().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        (status, text)
     }
 
     /// Waits until every live node reports the same leader and term, and that leader (a live

@@ -2,11 +2,16 @@
 //! through the CLI. One test binary; every test owns its own `harness::ProcessCluster`.
 
 mod harness;
+mod ids;
 
 mod failover;
 mod formation;
 mod membership;
+mod no_quorum;
 mod rebuild;
+mod regression_paused_leader_stall;
 mod security;
+mod segments;
+mod segments_chaos;
 mod shutdown;
 mod tags;
