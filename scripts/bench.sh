@@ -4,7 +4,8 @@
 #      server under the same load generator: requests/s and the ratio (bar >= 0.8);
 #   2. latency at half of leafraft's peak rate: p50/p99/p99.9 (bar p99.9 <= 1 ms);
 #   3. batches: count=1000 as a list (bar >= 10 M IDs/s) and as ranges (bar >= 30 M IDs/s);
-#   4. segment switches with a small step: the slowest request over >= 1000 switches (bar <= 5 ms).
+#   4. segment switches with a small step: the slowest request over >= 1000 switches (bar <= 5 ms);
+#   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8).
 # Usage: scripts/bench.sh [--duration S] [--concurrency C]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,11 @@ for _ in $(seq 1 100); do curl -sf "127.0.0.1:$counter_port/x" >/dev/null && bre
 warm --url "http://127.0.0.1:$counter_port/x" --no-check
 warm --url "$(urls /api/segment/get/bench "${nodes[@]}")"
 
+# Snowflake needs each node to hold a worker.
+for addr in "${nodes[@]}"; do
+  for _ in $(seq 1 200); do curl -s "$addr/readyz" | grep -q '"worker_id"' && break; sleep 0.05; done
+done
+
 echo "== 1. one ID per request: leafraft (3 nodes) vs counter baseline"
 base=$(load --url "http://127.0.0.1:$counter_port/x")
 lr=$(load --url "$(urls /api/segment/get/bench "${nodes[@]}")")
@@ -138,3 +144,14 @@ printf "leafraft  switches %s  requests %s  waits for a claim %s  over 5 ms %s  
 printf "baseline  same rate and time: requests %s  over 5 ms %s  max %s µs  p99.9 %s µs\n" \
   "$(echo "$sw_base" | field '["ok"]')" "$(echo "$sw_base" | field '["over_5ms"]')" "$(echo "$sw_base" | field '["max_us"]')" "$(echo "$sw_base" | field '["p999_us"]')"
 echo "(bar: >= 1000 switches and no request over 5 ms; a request waited on a switch only if 'waits for a claim' > 0)"
+
+echo "== 5. one snowflake ID per request: leafraft (3 nodes) vs counter baseline"
+warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+sf_base=$(load --url "http://127.0.0.1:$counter_port/x")
+sf=$(load --url "$(urls /api/snowflake/get/bench "${nodes[@]}")")
+sf_base_rps=$(echo "$sf_base" | field '["requests_per_sec"]')
+sf_rps=$(echo "$sf" | field '["requests_per_sec"]')
+printf "baseline  %10.0f req/s  p99.9 %s µs\n" "$sf_base_rps" "$(echo "$sf_base" | field '["p999_us"]')"
+printf "leafraft  %10.0f req/s  p99.9 %s µs  errors %s  duplicates %s\n" "$sf_rps" "$(echo "$sf" | field '["p999_us"]')" \
+  "$(echo "$sf" | field '["errors_by_status"]')" "$(echo "$sf" | field '["duplicates"]')"
+python3 -c "print('ratio     %.2f (bar >= 0.8)' % ($sf_rps / $sf_base_rps))"

@@ -88,7 +88,7 @@ async fn run_level(nodes: &[RunningNode], tag: &str, concurrency: usize, options
         let tag = tag.to_string();
         let step = options.step;
         tasks.push(tokio::spawn(async move {
-            let mut histogram = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures is valid");
+            let mut histogram = crate::bench::new_histogram();
             let mut errors = 0u64;
             while Instant::now() < deadline {
                 let t0 = Instant::now();
@@ -102,7 +102,7 @@ async fn run_level(nodes: &[RunningNode], tag: &str, concurrency: usize, options
             (histogram, errors)
         }));
     }
-    let mut histogram = hdrhistogram::Histogram::<u64>::new(3).expect("3 significant figures is valid");
+    let mut histogram = crate::bench::new_histogram();
     let mut errors = 0;
     for task in tasks {
         if let Ok((h, e)) = task.await {

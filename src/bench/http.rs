@@ -19,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::bench::new_histogram;
 use crate::bench::Percentiles;
 
 #[derive(Debug, Clone)]
@@ -125,11 +126,6 @@ pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
     report.over_5ms = histogram.count_between(5_001, u64::MAX);
     report.duplicates = options.check_unique.then(|| count_duplicates(&mut seen));
     Ok(report)
-}
-
-fn new_histogram() -> hdrhistogram::Histogram<u64> {
-    // 1 µs to 60 s at 3 significant figures; both bounds are valid, so this cannot fail.
-    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
 }
 
 struct WorkerReport {

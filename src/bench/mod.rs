@@ -9,6 +9,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// A latency histogram in microseconds, 1 µs to 60 s at 3 significant figures.
+pub fn new_histogram() -> hdrhistogram::Histogram<u64> {
+    // Both bounds and the precision are valid constants, so this cannot fail.
+    hdrhistogram::Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid histogram bounds")
+}
+
 /// Latency percentiles of a run, in microseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Percentiles {
