@@ -123,6 +123,17 @@ pub enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The claims baseline: the same claim as a compare-and-swap transaction on etcd.
+    #[command(hide = true)]
+    EtcdClaims {
+        /// etcd client URLs (comma separated), e.g. http://127.0.0.1:2379.
+        #[arg(long = "endpoint", value_delimiter = ',', required = true)]
+        endpoints: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = 5)]
+        duration_secs: u64,
+    },
     /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
     /// compares leafraft against.
     #[command(hide = true)]

@@ -272,6 +272,38 @@ async fn bench(command: BenchCommand) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        BenchCommand::EtcdClaims { endpoints, concurrency, duration_secs } => {
+            let options = leafraft::bench::etcd::EtcdOptions {
+                endpoints,
+                concurrency,
+                duration: std::time::Duration::from_secs(duration_secs),
+                step: 1000,
+            };
+            println!("the same claim as a compare-and-swap transaction on etcd, {duration_secs} s per run");
+            println!(
+                "{:>11} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10}",
+                "claimers", "claims", "claims/s", "errors", "p50 µs", "p99 µs", "max µs", "conflicts"
+            );
+            match leafraft::bench::etcd::run(&options).await {
+                Ok(results) => {
+                    for (r, conflicts) in results {
+                        println!(
+                            "{:>11} {:>9} {:>10.0} {:>7} {:>9} {:>9} {:>9} {:>10}",
+                            r.concurrency,
+                            r.claims,
+                            r.claims_per_sec,
+                            r.errors,
+                            r.latency_us.p50,
+                            r.latency_us.p99,
+                            r.latency_us.max,
+                            conflicts
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            }
+        }
         BenchCommand::CounterServer { listen } => match leafraft::bench::counter_server(&listen).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail(e),

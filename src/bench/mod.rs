@@ -3,6 +3,7 @@
 //! the baseline the HTTP numbers are compared with.
 
 pub mod claims;
+pub mod etcd;
 pub mod http;
 
 use std::sync::atomic::AtomicU64;
