@@ -130,9 +130,12 @@ fn run(plan: Vec<(u64, u64)>, n_takers: usize, batch: u64, close_after: Option<u
             }
         }
     } else {
-        // Without a close every claimed ID was handed out: the buffer loses nothing on its own.
+        // Without a close nearly every claimed ID is handed out. A take whose `fetch_add` overlaps
+        // a switch hands nothing out (its window becomes a gap, see invariant 2), so a few IDs at
+        // segment ends may be lost; at most one batch per taker per switch.
         let claimed: u64 = issued.iter().map(IdRange::len).sum();
-        prop_assert_eq!(served.len() as u64, claimed);
+        let lost = claimed - served.len() as u64;
+        prop_assert!(lost <= issued.len() as u64 * n_takers as u64 * batch, "lost {lost} of {claimed}");
     }
     Ok(())
 }
