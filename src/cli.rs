@@ -58,6 +58,11 @@ pub enum Command {
     /// Built-in benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Probe `GET /readyz`: exit 0 when the node answers 200, 1 otherwise (a Docker HEALTHCHECK).
+    Health {
+        #[command(flatten)]
+        client: ClientArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -321,5 +326,15 @@ pub enum TagCommand {
         max_id: Option<u64>,
         #[arg(long)]
         description: Option<String>,
+    },
+    /// Move tags over from Leaf: FILE is the tab-separated output of
+    /// `SELECT biz_tag, max_id, step, description FROM leaf_alloc` (header optional). New tags are
+    /// created, existing ones raised (never lowered); any bad row, or one whose max_id is below
+    /// the cluster's, rejects the whole file and nothing is applied.
+    Import {
+        file: PathBuf,
+        /// Print what would change (create / raise / update / unchanged) and change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }

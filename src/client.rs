@@ -43,6 +43,18 @@ impl std::fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
+/// An error and its causes on one line (reqwest's own message omits why a connection failed).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     base: String,
@@ -80,7 +92,7 @@ impl Client {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| ClientError::Transport(format!("{url}: {e}")))?;
+        let response = request.send().await.map_err(|e| ClientError::Transport(format!("{url}: {}", chain(&e))))?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| ClientError::Transport(format!("{url}: {e}")))?;
         if status.is_success() {
@@ -129,6 +141,16 @@ impl Client {
             tags: Vec<TagView>,
         }
         let list: TagList = self.get("/v1/tags").await?;
+        Ok(list.tags)
+    }
+
+    /// Every tag, read through the leader (`?consistent=true`): what the cluster has committed.
+    pub async fn list_tags_consistent(&self) -> Result<Vec<TagView>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct TagList {
+            tags: Vec<TagView>,
+        }
+        let list: TagList = self.get("/v1/tags?consistent=true").await?;
         Ok(list.tags)
     }
 

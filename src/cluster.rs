@@ -73,13 +73,17 @@ enum Resend {
 }
 
 /// The `/v1/cluster` answer.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClusterStatus {
+    #[schema(value_type = u64)]
     pub node_id: NodeId,
     pub role: String,
+    #[schema(value_type = Option<u64>)]
     pub leader_id: Option<NodeId>,
     pub term: u64,
+    #[schema(value_type = Vec<u64>)]
     pub voters: Vec<NodeId>,
+    #[schema(value_type = Vec<u64>)]
     pub learners: Vec<NodeId>,
     pub nodes: BTreeMap<String, String>,
     pub commit_index: Option<u64>,
@@ -88,7 +92,7 @@ pub struct ClusterStatus {
     pub replication: Option<BTreeMap<String, ReplicationStatus>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReplicationStatus {
     pub matched_index: Option<u64>,
     pub lag: u64,

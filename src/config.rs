@@ -95,7 +95,14 @@ impl FileConfig {
     pub fn load(path: &Path) -> Result<FileConfig, String> {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("bad config file {}: {e}", path.display()))
+        toml::from_str(&text).map_err(|e| {
+            // One line (SPEC §3): the message and where, without toml's multi-line snippet.
+            let line = e
+                .span()
+                .map(|span| text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1);
+            let at = line.map_or(String::new(), |line| format!(" (line {line})"));
+            format!("bad config file {}: {}{at}", path.display(), e.message().trim().replace('\n', " "))
+        })
     }
 
     /// `self` wins where it has a value; `lower` fills the rest.

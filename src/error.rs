@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 /// Stable error codes: clients match on these strings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
     NotReady,
@@ -70,7 +70,7 @@ impl ErrorCode {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
@@ -135,7 +135,7 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// The JSON body of an error answer.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     pub error: Error,
 }

@@ -14,6 +14,7 @@
 //!   claims and worker leases.
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
+//! - [`import`]: `leafraft tag import`, moving a Leaf `leaf_alloc` table over.
 //! - [`client`]: a typed client of the API for the CLI and the tests.
 //! - [`bench`]: built-in benchmarks (`leafraft bench claims`).
 //!
@@ -27,6 +28,7 @@ pub mod cluster;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod import;
 pub mod metrics;
 pub mod node;
 pub mod segments;

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Command::Decode { client, id } => runtime.block_on(decode(client, id)),
         Command::Worker { client, command } => runtime.block_on(worker(client, command)),
         Command::Bench(command) => runtime.block_on(bench(command)),
+        Command::Health { client } => runtime.block_on(health(client)),
     }
 }
 
@@ -196,6 +197,10 @@ async fn tag(args: ClientArgs, command: TagCommand) -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        TagCommand::Import { file, dry_run } => match leafraft::import::run(&client, &file, dry_run).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        },
     }
 }
 
@@ -339,6 +344,20 @@ async fn decode(args: ClientArgs, id: String) -> ExitCode {
     match client.decode_snowflake(&id).await {
         Ok(decoded) => print_json(&decoded),
         Err(e) => fail(e),
+    }
+}
+
+/// `leafraft health`: exit 0 when `/readyz` answers 200 within 5 s, 1 otherwise; one line on
+/// stderr either way (a HEALTHCHECK for images without curl or a shell).
+async fn health(args: ClientArgs) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    match tokio::time::timeout(std::time::Duration::from_secs(5), client.ready()).await {
+        Ok(Ok(())) => {
+            eprintln!("ready: {}", client.base());
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => fail(format!("not ready: {e}")),
+        Err(_) => fail(format!("not ready: {}/readyz did not answer within 5 s", client.base())),
     }
 }
 

@@ -2,7 +2,9 @@
 //!
 //! Order of start: open the store (a node that cannot open it stops here with a clear error),
 //! start Raft, serve HTTP, then bootstrap (initialise, or ask to join) if the data directory was
-//! empty. Order of stop: stop accepting and drain requests, shut Raft down, flush the store.
+//! empty. Order of stop: give back segment tails and the snowflake worker (while peers can still
+//! reach this node's Raft endpoints), stop accepting and drain requests, shut Raft down, flush
+//! the store.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -129,27 +131,31 @@ impl RunningNode {
         self.local_addr
     }
 
-    /// Stops accepting, drains in-flight requests, gives back the unused tails of the buffers and
-    /// the snowflake worker, shuts Raft down and flushes the store.
+    /// Gives back the unused tails of the buffers and the snowflake worker, stops accepting and
+    /// drains in-flight requests, shuts Raft down and flushes the store.
     pub async fn stop(self) -> Result<(), RunError> {
-        tracing::info!("shutting down: no new requests");
+        tracing::info!("shutting down: giving back segment tails and the snowflake worker");
         // Awaiting the aborted tasks drops their handles on the store, so the data directory
         // can be opened again in this process once `stop` returns.
         for task in self.background {
             task.abort();
             let _ = task.await;
         }
+        // Release while the listener still serves `/raft/*`: the releases are Raft writes that
+        // may need this node's own vote to commit (a follower of two, or of three with one
+        // down). Closing a buffer or the worker stops it issuing IDs, also to requests in flight.
+        let _ = self.snowflake_stop.send(true);
+        let (_, snowflake) = tokio::join!(self.segments.release_all(), self.snowflake_task);
+        if let Err(e) = snowflake {
+            tracing::warn!(error = %e, "the snowflake task failed");
+        }
+        tracing::info!("shutting down: no new requests");
         let _ = self.stop_tx.send(true);
         match tokio::time::timeout(DRAIN_TIMEOUT, self.server).await {
             Ok(Ok(Ok(()))) => tracing::info!("requests drained"),
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "HTTP server ended with an error"),
             Ok(Err(e)) => tracing::warn!(error = %e, "HTTP server task failed"),
             Err(_) => tracing::warn!("requests still running after the drain timeout; stopping anyway"),
-        }
-        let _ = self.snowflake_stop.send(true);
-        let (_, snowflake) = tokio::join!(self.segments.release_all(), self.snowflake_task);
-        if let Err(e) = snowflake {
-            tracing::warn!(error = %e, "the snowflake task failed");
         }
         if let Err(e) = self.cluster.raft().shutdown().await {
             tracing::warn!(error = %e, "raft shutdown reported an error");

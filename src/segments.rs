@@ -65,7 +65,7 @@ struct TagBuffer {
 }
 
 /// This node's buffer state for one tag, as `/v1/tags/{tag}` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BufferView {
     pub current: Option<RangeView>,
     pub cursor: Option<String>,
@@ -80,7 +80,7 @@ pub struct BufferView {
     pub ids_per_sec: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RangeView {
     pub start: String,
     pub end: String,

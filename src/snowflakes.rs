@@ -41,7 +41,7 @@ pub struct SnowflakeConfig {
 }
 
 /// This node's snowflake state, for `/v1/workers`, `/readyz` and the status page.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SnowflakeStatus {
     pub worker_id: Option<u32>,
     pub epoch: Option<u64>,
@@ -53,6 +53,14 @@ pub struct SnowflakeStatus {
     pub clock_offset_ms: Option<i64>,
     pub peers_checked: usize,
     pub ids_issued: u64,
+}
+
+/// The outcome of one peer clock check.
+enum ClockVerdict {
+    Serve,
+    Refuse(Error),
+    /// No peer answered: keep whatever was decided before.
+    Keep,
 }
 
 /// The held worker and the generator issuing from it.
@@ -195,14 +203,22 @@ impl Snowflakes {
             if *stop.borrow() {
                 break;
             }
-            if self.cluster.ensure_ready().is_ok() {
-                self.tick().await;
+            let ready = self.cluster.ensure_ready().is_ok();
+            if ready {
+                // A tick can wait up to the write timeout on Raft; a stop must not. An acquire
+                // cut short this way may still commit: that worker then expires unused (a gap).
+                tokio::select! {
+                    () = self.tick() => {}
+                    _ = stop.changed() => break,
+                }
             }
             tokio::select! {
                 _ = stop.changed() => {}
                 _ = tokio::time::sleep(period) => {}
-                // Wake early when this node first learns a leader: acquire without a full period.
-                _ = metrics.changed(), if self.lock().holding.is_none() => {}
+                // Wake early when this node becomes ready: acquire without a full period. Only
+                // then: once ready, every write a tick proposes changes the metrics, and waking
+                // on that would propose again at once (a refused acquire or layout, in a loop).
+                _ = metrics.changed(), if !ready => {}
             }
         }
         self.release().await;
@@ -212,16 +228,17 @@ impl Snowflakes {
         if !self.lock().layout_agreed && !self.agree_layout().await {
             return;
         }
-        let skew = self.check_clock().await;
+        let verdict = self.check_clock().await;
         {
             let mut state = self.lock();
-            state.refused = skew.clone();
-            if state.stopped {
+            match verdict {
+                ClockVerdict::Serve => state.refused = None,
+                ClockVerdict::Refuse(error) => state.refused = Some(error),
+                ClockVerdict::Keep => {}
+            }
+            if state.stopped || state.refused.is_some() {
                 return;
             }
-        }
-        if skew.is_some() {
-            return;
         }
         let holding = self.lock().holding.as_ref().map(|h| (h.worker, h.epoch, h.generator.window_end_ms()));
         match holding {
@@ -262,43 +279,49 @@ impl Snowflakes {
         }
     }
 
-    /// Compares this node's clock with its peers' `/v1/clock`; answers why snowflake must be
-    /// refused, if it must. This node's clock must agree with a majority of the voters
-    /// (itself included) within `--max-clock-skew-ms`.
-    async fn check_clock(&self) -> Option<Error> {
+    /// Compares this node's clock with its peers' `/v1/clock` and answers the verdict: `None`
+    /// when snowflake may be served, the refusal otherwise, or `Keep` the previous verdict when
+    /// no peer answered (a node cut off cannot tell a wrong clock from a lost network).
+    ///
+    /// Refused when a strict majority of the clocks measured (this node's included) are further
+    /// than `--max-clock-skew-ms` from this node's. Uniqueness never depends on this check (the
+    /// committed windows guarantee it); it keeps a wrong clock from burning time bits.
+    async fn check_clock(&self) -> ClockVerdict {
         let status = self.cluster.status();
-        let peers: Vec<(u64, String)> = status
+        let peers: Vec<String> = status
             .nodes
             .iter()
-            .filter_map(|(id, addr)| id.parse::<u64>().ok().map(|id| (id, addr.clone())))
-            .filter(|(id, _)| *id != self.cluster.node_id())
+            .filter(|(id, _)| id.parse::<u64>().ok() != Some(self.cluster.node_id()))
+            .map(|(_, addr)| addr.clone())
             .collect();
         let mut offsets = Vec::new();
-        for (_, addr) in &peers {
+        for addr in &peers {
             if let Some(offset) = self.cluster.peer_clock_offset(addr).await {
                 offsets.push(offset);
             }
         }
         offsets.sort_unstable();
-        let max_skew = i64::try_from(millis(self.config.max_skew)).unwrap_or(i64::MAX);
-        let agreeing = 1 + offsets.iter().filter(|offset| offset.abs() <= max_skew).count();
-        let needed = status.voters.len() / 2 + 1;
         {
             let mut state = self.lock();
             state.clock_offset_ms = (!offsets.is_empty()).then(|| offsets[(offsets.len() - 1) / 2]);
             state.peers_checked = offsets.len();
         }
-        if agreeing >= needed || (peers.is_empty() && status.voters.len() <= 1) {
-            return None;
+        if offsets.is_empty() {
+            return if peers.is_empty() { ClockVerdict::Serve } else { ClockVerdict::Keep };
         }
-        let median =
-            if offsets.is_empty() { "unknown".to_string() } else { format!("{} ms", offsets[(offsets.len() - 1) / 2]) };
-        Some(Error::new(
+        let max_skew = i64::try_from(millis(self.config.max_skew)).unwrap_or(i64::MAX);
+        let disagreeing = offsets.iter().filter(|offset| offset.abs() > max_skew).count();
+        let agreeing = 1 + offsets.len() - disagreeing;
+        if disagreeing <= agreeing {
+            return ClockVerdict::Serve;
+        }
+        ClockVerdict::Refuse(Error::new(
             ErrorCode::ClockBackwards,
             format!(
-                "this node's clock agrees with {agreeing} of {} voters within --max-clock-skew-ms {max_skew} \
-                 (median peer offset {median}); snowflake is refused until it does",
-                status.voters.len()
+                "this node's clock is further than --max-clock-skew-ms {max_skew} from {disagreeing} of the {} \
+                 peers that answered (median offset {} ms); snowflake is refused until it agrees",
+                offsets.len(),
+                offsets[(offsets.len() - 1) / 2]
             ),
         ))
     }

@@ -73,6 +73,8 @@ pub struct WorkerLease {
     pub floor_ms: u64,
     /// The holder's clock at its last acquire or extend, for lease expiry.
     pub last_extend_ms: u64,
+    /// Who released it last, so that node gets its own worker back after a clean restart.
+    pub released_by: Option<NodeId>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,8 +93,8 @@ impl SnowflakeRegistry {
         Response::SnowflakeLayout(recorded)
     }
 
-    /// Gives `node` a worker: the one it holds, else a never-used one, else a released one,
-    /// else one whose holder has not extended for `lease_ms` (by `now_ms`).
+    /// Gives `node` a worker: the one it holds, else the one it released, else a never-used one,
+    /// else a released one, else one whose holder has not extended for `lease_ms` (by `now_ms`).
     pub fn acquire(&mut self, node: NodeId, now_ms: u64, lease_ms: u64, window_ms: u64) -> Response {
         let Some(layout) = self.layout else {
             return Response::Rejected(Rejection::LayoutMissing);
@@ -104,6 +106,12 @@ impl SnowflakeRegistry {
         }
         let n_workers = layout.n_workers();
         let own = self.workers.iter().find(|(_, lease)| lease.holder == Some(node)).map(|(id, _)| *id);
+        let released_by_node = || {
+            self.workers
+                .iter()
+                .find(|(_, lease)| lease.holder.is_none() && lease.released_by == Some(node))
+                .map(|(id, _)| *id)
+        };
         let never_used =
             || (0..n_workers).filter_map(|id| u32::try_from(id).ok()).find(|id| !self.workers.contains_key(id));
         let released = || self.workers.iter().find(|(_, lease)| lease.holder.is_none()).map(|(id, _)| *id);
@@ -113,14 +121,21 @@ impl SnowflakeRegistry {
                 .find(|(_, lease)| now_ms.saturating_sub(lease.last_extend_ms) >= lease_ms)
                 .map(|(id, _)| *id)
         };
-        let Some(worker) = own.or_else(never_used).or_else(released).or_else(expired) else {
+        let Some(worker) = own.or_else(released_by_node).or_else(never_used).or_else(released).or_else(expired) else {
             return Response::Rejected(Rejection::NoWorkerAvailable);
         };
         let previous = self.workers.get(&worker);
         let floor_ms = previous.map_or(0, |lease| lease.window_end_ms.saturating_add(1));
         let epoch = previous.map_or(1, |lease| lease.epoch + 1);
         let window_end_ms = now_ms.max(floor_ms).saturating_add(window_ms);
-        let lease = WorkerLease { holder: Some(node), epoch, window_end_ms, floor_ms, last_extend_ms: now_ms };
+        let lease = WorkerLease {
+            holder: Some(node),
+            epoch,
+            window_end_ms,
+            floor_ms,
+            last_extend_ms: now_ms,
+            released_by: None,
+        };
         self.workers.insert(worker, lease);
         Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }
     }
@@ -147,7 +162,7 @@ impl SnowflakeRegistry {
     pub fn release(&mut self, worker: u32, epoch: u64, used_until_ms: Option<u64>) -> Response {
         match self.workers.get_mut(&worker) {
             Some(lease) if lease.holder.is_some() && lease.epoch == epoch => {
-                lease.holder = None;
+                lease.released_by = lease.holder.take();
                 lease.epoch += 1;
                 if let Some(used) = used_until_ms {
                     let lowest = lease.floor_ms.saturating_sub(1);

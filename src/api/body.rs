@@ -28,6 +28,34 @@ pub fn path<T>(path: Result<Path<T>, PathRejection>) -> Result<T, Error> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MaxId(pub u64);
 
+/// In the OpenAPI document: a JSON integer or a decimal string, 1 to 2^63 − 1.
+impl utoipa::PartialSchema for MaxId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::KnownFormat;
+        use utoipa::openapi::schema::ObjectBuilder;
+        use utoipa::openapi::schema::OneOfBuilder;
+        use utoipa::openapi::schema::SchemaFormat;
+        use utoipa::openapi::schema::Type;
+        let integer = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+            .minimum(Some(1));
+        let string = ObjectBuilder::new().schema_type(Type::String).pattern(Some("^[0-9]{1,19}$"));
+        OneOfBuilder::new()
+            .item(integer)
+            .item(string)
+            .description(Some(format!(
+                "A max_id as a JSON number or a decimal string (JavaScript cannot hold every 64-bit integer), \
+                 1 to {}",
+                raft::tag::MAX_ID_LIMIT
+            )))
+            .examples([serde_json::json!("5000")])
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for MaxId {}
+
 impl<'de> Deserialize<'de> for MaxId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MaxId, D::Error> {
         #[derive(Deserialize)]

@@ -14,23 +14,50 @@ use crate::cluster::ClusterStatus;
 use crate::error::Error;
 use raft::NodeId;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddLearner {
+    #[schema(value_type = u64)]
     pub node_id: NodeId,
     pub addr: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromoteVoter {
+    #[schema(value_type = u64)]
     pub node_id: NodeId,
 }
 
+/// The membership, leader, term and log indexes as this node sees them.
+#[utoipa::path(
+    get,
+    path = "/v1/cluster",
+    tag = "cluster",
+    summary = "Cluster status",
+    responses((status = 200, description = "`replication` (matched index and lag per member) on the leader only",
+        body = ClusterStatus))
+)]
 pub async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
     Json(state.cluster.status())
 }
 
+/// Adds a learner and answers once it has caught up.
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/learners",
+    tag = "cluster",
+    summary = "Add a learner",
+    request_body = AddLearner,
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "Added and caught up; the cluster status after", body = ClusterStatus),
+        (status = 400, description = "`INVALID_ARGUMENT`: addr is not HOST:PORT, or a bad body", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`, also when the learner did not catch up in time",
+            body = crate::error::ErrorBody),
+    )
+)]
 pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<Json<ClusterStatus>, Error> {
     let add: AddLearner = body::json(&bytes)?;
     let addr = add.addr.trim().to_string();
@@ -42,12 +69,45 @@ pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<
     Ok(Json(state.cluster.status()))
 }
 
+/// Promotes a learner to voter.
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/voters",
+    tag = "cluster",
+    summary = "Promote a learner",
+    request_body = PromoteVoter,
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "Promoted; the cluster status after", body = ClusterStatus),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad body", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 409, description = "`NOT_A_LEARNER`", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn promote_voter(State(state): State<AppState>, bytes: Bytes) -> Result<Json<ClusterStatus>, Error> {
     let promote: PromoteVoter = body::json(&bytes)?;
     state.cluster.promote_voter(promote.node_id).await?;
     Ok(Json(state.cluster.status()))
 }
 
+/// Takes a voter or learner out of the membership.
+#[utoipa::path(
+    delete,
+    path = "/v1/cluster/members/{id}",
+    tag = "cluster",
+    summary = "Remove a member",
+    params(("id" = u64, Path, description = "The node ID")),
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "Removed; the cluster status after", body = ClusterStatus),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad node ID", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 404, description = "`NODE_NOT_FOUND`", body = crate::error::ErrorBody),
+        (status = 409, description = "`LAST_VOTER`: the change would leave no voter", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn remove_member(
     State(state): State<AppState>,
     id: Result<Path<NodeId>, PathRejection>,

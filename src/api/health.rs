@@ -10,12 +10,31 @@ use serde_json::json;
 use crate::api::AppState;
 use crate::error::Error;
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    summary = "Liveness",
+    responses((status = 200, description = "The process runs", body = crate::api::openapi::Health))
+)]
 pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready means segment IDs and reads can be served; the body also says whether snowflake IDs
 /// are, and why not (a refused clock does not take the node out of a load balancer).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    summary = "Readiness",
+    responses(
+        (status = 200, description = "This node knows a leader and has caught up: it serves segment IDs and reads",
+            body = crate::api::openapi::Ready),
+        (status = 503, description = "`NOT_READY`, with the reason", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "NOT_READY", "message": "no leader known"}})),
+    )
+)]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     match state.cluster.readiness() {
         Ok(()) => {

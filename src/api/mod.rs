@@ -8,8 +8,10 @@ mod body;
 mod cluster;
 mod forward;
 mod health;
+pub mod openapi;
 mod segments;
 mod snowflake;
+pub mod status;
 mod tags;
 
 use std::sync::Arc;
@@ -51,6 +53,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(metrics))
+        .route("/", get(status::page))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route("/api/segment/get/{tag}", get(segments::leaf_get))
         .route("/v1/segment/{tag}", get(segments::ids))
         .route("/v1/segment/{tag}/ranges", get(segments::ranges))
@@ -87,9 +91,19 @@ async fn count_requests(
     response
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    summary = "Prometheus metrics",
+    description = "Requests by route and code, IDs issued per tag, claims and claim latency histogram, buffer fill, \
+                   Raft term/leader/indexes, clock offset to peers, snowflake years left; all prefixed `leafraft_`.",
+    responses((status = 200, description = "The Prometheus text format", content_type = "text/plain; version=0.0.4",
+        body = String))
+)]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let text = state.metrics.render(&state.cluster, &state.segments, &state.snowflakes);
-    ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text)
+    ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
 }
 
 async fn not_found() -> Error {

@@ -46,6 +46,19 @@ pub fn leaf_error(id: i32) -> Response {
         .into_response()
 }
 
+/// One segment ID as text, as Leaf's `/api/segment/get/{key}`.
+#[utoipa::path(
+    get,
+    path = "/api/segment/get/{tag}",
+    tag = "leaf",
+    summary = "One segment ID (Leaf-compatible)",
+    params(("tag" = String, Path, description = "The business tag (Leaf's biz_tag)", pattern = "^[A-Za-z0-9_.:-]{1,128}$")),
+    responses(
+        (status = 200, description = "The ID in decimal", content_type = "text/plain", body = String, example = "1001"),
+        (status = 500, description = "Leaf's error: -1 not ready, -2 unknown tag, -3 both segments not ready, -5 tag \
+            exhausted", content_type = "text/plain", body = String, example = "Result{id=-2, status=EXCEPTION}"),
+    )
+)]
 pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, PathRejection>) -> Response {
     let Ok(Path(tag)) = tag else {
         return leaf_error(-2);
@@ -77,6 +90,27 @@ fn json(body: String) -> Response {
     ([(CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// `count` segment IDs of a tag as a JSON list.
+#[utoipa::path(
+    get,
+    path = "/v1/segment/{tag}",
+    tag = "ids",
+    summary = "Segment IDs",
+    params(
+        ("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
+        ("count" = Option<u64>, Query, description = "How many IDs, 1 to 10000 (default 1)", minimum = 1, maximum = 10000),
+    ),
+    responses(
+        (status = 200, description = "Strictly increasing IDs from this node's buffers", body = crate::api::openapi::SegmentIds),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "INVALID_ARGUMENT", "message": "count must be 1 to 10000"}})),
+        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "TAG_NOT_FOUND", "message": "tag 'x' does not exist"}})),
+        (status = 409, description = "`TAG_EXHAUSTED`: the tag has handed out its last ID", body = crate::error::ErrorBody),
+        (status = 503, description = "`NOT_READY` or `SEGMENTS_NOT_READY` (both buffers empty after the bounded wait)",
+            body = crate::error::ErrorBody),
+    )
+)]
 pub async fn ids(
     State(state): State<AppState>,
     tag: Result<Path<String>, PathRejection>,
@@ -105,6 +139,26 @@ pub async fn ids(
     Ok(json(out))
 }
 
+/// `count` segment IDs of a tag as half-open ranges, for clients that cache locally.
+#[utoipa::path(
+    get,
+    path = "/v1/segment/{tag}/ranges",
+    tag = "ids",
+    summary = "Segment IDs as ranges",
+    params(
+        ("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
+        ("count" = Option<u64>, Query, description = "How many IDs in total, 1 to 10000 (default 1)", minimum = 1,
+            maximum = 10000),
+    ),
+    responses(
+        (status = 200, description = "Increasing half-open ranges `[start, end)` totalling `count` IDs",
+            body = crate::api::openapi::SegmentRanges),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody),
+        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
+        (status = 409, description = "`TAG_EXHAUSTED`", body = crate::error::ErrorBody),
+        (status = 503, description = "`NOT_READY` or `SEGMENTS_NOT_READY`", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn ranges(
     State(state): State<AppState>,
     tag: Result<Path<String>, PathRejection>,

@@ -35,6 +35,20 @@ fn leaf_code(error: &Error) -> i32 {
     })
 }
 
+/// One snowflake ID as text, as Leaf's `/api/snowflake/get/{key}`.
+#[utoipa::path(
+    get,
+    path = "/api/snowflake/get/{key}",
+    tag = "leaf",
+    summary = "One snowflake ID (Leaf-compatible)",
+    params(("key" = String, Path, description = "Accepted and ignored, as in Leaf")),
+    responses(
+        (status = 200, description = "The ID in decimal", content_type = "text/plain", body = String,
+            example = "1858431170314878976"),
+        (status = 500, description = "Leaf's error: -1 not ready or clock still behind after waiting, -3 clock moved \
+            back too far", content_type = "text/plain", body = String, example = "Result{id=-3, status=EXCEPTION}"),
+    )
+)]
 pub async fn leaf_get(State(state): State<AppState>, _key: Result<Path<String>, PathRejection>) -> Response {
     match state.snowflakes.next_ids(1).await {
         Ok(ids) => match ids.first() {
@@ -50,6 +64,23 @@ pub struct CountParams {
     count: Option<u64>,
 }
 
+/// `count` snowflake IDs from this node's worker (never forwarded).
+#[utoipa::path(
+    get,
+    path = "/v1/snowflake",
+    tag = "ids",
+    summary = "Snowflake IDs",
+    params(("count" = Option<u64>, Query, description = "How many IDs, 1 to 10000 (default 1)", minimum = 1,
+        maximum = 10000)),
+    responses(
+        (status = 200, description = "Increasing IDs from this node's worker", body = crate::api::openapi::SnowflakeIds),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad count", body = crate::error::ErrorBody),
+        (status = 503, description = "`CLOCK_BACKWARDS` (clock behind beyond the allowance, or skewed from peers), \
+            `WORKER_UNAVAILABLE` (no worker, or the window cannot be extended) or `NOT_READY`",
+            body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "CLOCK_BACKWARDS", "message": "clock is 1500 ms off the peers'"}})),
+    )
+)]
 pub async fn ids(
     State(state): State<AppState>,
     params: Result<Query<CountParams>, QueryRejection>,
@@ -76,7 +107,7 @@ fn layout(state: &AppState) -> Layout {
     state.cluster.read(|sm| sm.snowflake.layout).map_or(state.snowflakes.layout(), |layout| engine_layout(&layout))
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Decoded {
     pub id: String,
     pub timestamp_ms: u64,
@@ -93,6 +124,18 @@ fn parse_id(text: &str) -> Result<u64, Error> {
         .ok_or_else(|| Error::invalid(format!("'{text}' is not a non-negative 64-bit ID")))
 }
 
+/// Explains a snowflake ID with the cluster's layout.
+#[utoipa::path(
+    get,
+    path = "/v1/snowflake/decode/{id}",
+    tag = "ids",
+    summary = "Decode a snowflake ID",
+    params(("id" = String, Path, description = "A snowflake ID in decimal")),
+    responses(
+        (status = 200, description = "Time, worker and sequence of the ID", body = Decoded),
+        (status = 400, description = "`INVALID_ARGUMENT`: not a non-negative 64-bit integer", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn decode(
     State(state): State<AppState>,
     id: Result<Path<String>, PathRejection>,
@@ -116,6 +159,17 @@ pub struct LeafDecodeParams {
 
 /// Leaf's shape: `{"timestamp":"<ms>(<time>)","workerId":"…","sequenceId":"…"}`. The time is
 /// written `yyyy-MM-dd HH:mm:ss.SSS` in UTC (Leaf used the server's zone).
+#[utoipa::path(
+    get,
+    path = "/decodeSnowflakeId",
+    tag = "leaf",
+    summary = "Decode a snowflake ID (Leaf-compatible)",
+    params(("snowflakeId" = String, Query, description = "A snowflake ID in decimal")),
+    responses(
+        (status = 200, description = "Leaf's shape", body = crate::api::openapi::LeafDecoded),
+        (status = 400, description = "`INVALID_ARGUMENT`: missing or bad snowflakeId", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn leaf_decode(
     State(state): State<AppState>,
     params: Result<Query<LeafDecodeParams>, QueryRejection>,
@@ -131,7 +185,7 @@ pub async fn leaf_decode(
     })))
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WorkerView {
     pub worker_id: u32,
     pub holder: Option<u64>,
@@ -141,14 +195,25 @@ pub struct WorkerView {
     pub last_heartbeat_ms: u64,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WorkersView {
+    /// The layout recorded in the cluster (null until the first node serving snowflake records it).
+    #[schema(value_type = Option<crate::api::openapi::SnowflakeLayout>)]
     pub layout: Option<raft::SnowflakeLayout>,
     pub workers: Vec<WorkerView>,
     /// This node's snowflake state (its worker, window, clock check).
     pub this_node: SnowflakeStatus,
 }
 
+/// The worker registry, and this node's own snowflake state.
+#[utoipa::path(
+    get,
+    path = "/v1/workers",
+    tag = "snowflake",
+    summary = "Worker registry",
+    responses((status = 200, description = "Every worker ever used: holder, epoch, window; and this node's state",
+        body = WorkersView))
+)]
 pub async fn workers(State(state): State<AppState>) -> Json<WorkersView> {
     let (layout, workers) = state.cluster.read(|sm| {
         let workers = sm
@@ -171,6 +236,22 @@ pub async fn workers(State(state): State<AppState>) -> Json<WorkersView> {
 
 /// An operator frees a worker (its holder is gone for good); the next holder starts above the
 /// window the old one committed.
+#[utoipa::path(
+    post,
+    path = "/v1/workers/{id}/release",
+    tag = "snowflake",
+    summary = "Release a worker",
+    params(("id" = u32, Path, description = "The worker ID")),
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "Released; the registry after the release", body = WorkersView),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad worker ID", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 404, description = "`NOT_FOUND`: the worker was never used", body = crate::error::ErrorBody),
+        (status = 503, description = "`WORKER_UNAVAILABLE` (not held, nothing released) or `NO_LEADER`",
+            body = crate::error::ErrorBody),
+    )
+)]
 pub async fn release_worker(
     State(state): State<AppState>,
     id: Result<Path<u32>, PathRejection>,
@@ -194,6 +275,14 @@ pub async fn release_worker(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/clock",
+    tag = "snowflake",
+    summary = "This node's wall clock",
+    responses((status = 200, description = "For peer clock checks (RTT-compensated by the caller)",
+        body = crate::api::openapi::Clock))
+)]
 pub async fn clock(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "node_id": state.cluster.node_id(), "now_ms": now_ms() }))
 }

@@ -23,7 +23,7 @@ use raft::Request;
 use raft::Response;
 use raft::TagRecord;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTag {
     pub tag: String,
@@ -35,7 +35,7 @@ pub struct CreateTag {
     pub description: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTag {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,7 +54,7 @@ fn ser_max_id<S: serde::Serializer>(max_id: &Option<MaxId>, s: S) -> Result<S::O
 }
 
 /// A tag as the API shows it: `max_id` as a decimal string, times in RFC 3339.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagView {
     pub tag: String,
     pub max_id: String,
@@ -105,11 +105,25 @@ async fn prepare_read(state: &AppState, params: Result<Query<ReadParams>, QueryR
     Ok(())
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagList {
     pub tags: Vec<TagView>,
 }
 
+/// Every tag, with this node's buffers.
+#[utoipa::path(
+    get,
+    path = "/v1/tags",
+    tag = "tags",
+    summary = "List tags",
+    params(("consistent" = Option<bool>, Query, description = "Read through the leader (linearizable); default false: \
+        this node's replica")),
+    responses(
+        (status = 200, description = "Every tag, by name", body = TagList),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad query string", body = crate::error::ErrorBody),
+        (status = 503, description = "`NOT_READY`, or `NO_LEADER` for a consistent read", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     params: Result<Query<ReadParams>, QueryRejection>,
@@ -123,6 +137,24 @@ pub async fn list(
     Ok(Json(TagList { tags }))
 }
 
+/// One tag, with this node's buffers.
+#[utoipa::path(
+    get,
+    path = "/v1/tags/{tag}",
+    tag = "tags",
+    summary = "Get a tag",
+    params(
+        ("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
+        ("consistent" = Option<bool>, Query, description = "Read through the leader (linearizable)"),
+    ),
+    responses(
+        (status = 200, description = "The tag", body = TagView),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or query string", body = crate::error::ErrorBody),
+        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "TAG_NOT_FOUND", "message": "tag 'x' does not exist"}})),
+        (status = 503, description = "`NOT_READY`, or `NO_LEADER` for a consistent read", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn get(
     State(state): State<AppState>,
     tag: Result<Path<String>, PathRejection>,
@@ -137,6 +169,24 @@ pub async fn get(
     Ok(Json(view))
 }
 
+/// Creates a tag; `max_id` (default 1) lets a user move from Leaf or a database without going back.
+#[utoipa::path(
+    post,
+    path = "/v1/tags",
+    tag = "tags",
+    summary = "Create a tag",
+    request_body = CreateTag,
+    security((), ("secret" = [])),
+    responses(
+        (status = 201, description = "Created", body = TagView),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad name, step (1 to 10,000,000), max_id (1 to 2^63 − 1), \
+            description (at most 1024 bytes), unknown field or malformed JSON", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 409, description = "`TAG_EXISTS`", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "TAG_EXISTS", "message": "tag 'order' already exists"}})),
+        (status = 503, description = "`NO_LEADER`: the write may or may not have been applied", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(StatusCode, Json<TagView>), Error> {
     let create: CreateTag = body::json(&bytes)?;
     let description = create.description.unwrap_or_default();
@@ -148,9 +198,29 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
         .map_err(Error::invalid)?;
     let request = Request::CreateTag { tag: create.tag.clone(), max_id, step, description, now_ms: now_ms() };
     let view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
+    tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag created");
     Ok((StatusCode::CREATED, Json(view)))
 }
 
+/// Changes step and description, and raises `max_id` (never lowers it).
+#[utoipa::path(
+    patch,
+    path = "/v1/tags/{tag}",
+    tag = "tags",
+    summary = "Update a tag",
+    params(("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$")),
+    request_body = UpdateTag,
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "The tag after the change", body = TagView),
+        (status = 400, description = "`INVALID_ARGUMENT`", body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
+        (status = 409, description = "`MAX_ID_DECREASE`: max_id may only rise", body = crate::error::ErrorBody,
+            example = json!({"error": {"code": "MAX_ID_DECREASE", "message": "max_id of tag 'order' may only rise; it is 5000"}})),
+        (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
+    )
+)]
 pub async fn update(
     State(state): State<AppState>,
     tag: Result<Path<String>, PathRejection>,
@@ -168,7 +238,9 @@ pub async fn update(
         max_id: update.max_id.map(|MaxId(v)| v),
         now_ms: now_ms(),
     };
-    Ok(Json(tag_reply(&tag, state.cluster.write(request).await?)?))
+    let view = tag_reply(&tag, state.cluster.write(request).await?)?;
+    tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag updated");
+    Ok(Json(view))
 }
 
 fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {

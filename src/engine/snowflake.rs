@@ -135,7 +135,6 @@ impl Generator {
     pub fn next(&mut self, now_ms: u64) -> Result<u64, Refusal> {
         let behind = self.last_clock_ms.saturating_sub(now_ms);
         let clock = if behind == 0 {
-            self.last_clock_ms = now_ms;
             now_ms
         } else if behind <= SMALL_STEP_BACK_MS {
             return Err(Refusal::Wait { ms: behind });
@@ -164,6 +163,9 @@ impl Generator {
             .compose(Parts { timestamp_ms: ts, worker: self.worker, sequence })
             .ok_or(Refusal::WindowExhausted)?;
         self.last = Some((ts, sequence));
+        // Only a reading that issued an ID counts: one refused past the window (a clock jumped
+        // ahead) must not make the corrected clock look like a step back.
+        self.last_clock_ms = self.last_clock_ms.max(now_ms);
         Ok(id)
     }
 

@@ -15,3 +15,10 @@ mod segments;
 mod segments_chaos;
 mod shutdown;
 mod tags;
+
+mod config;
+mod import;
+mod logs;
+mod metrics;
+mod openapi;
+mod status;

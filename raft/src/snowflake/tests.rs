@@ -116,6 +116,20 @@ fn a_released_worker_is_reused_above_what_was_used() {
 }
 
 #[test]
+fn a_node_gets_its_own_released_worker_back_after_a_clean_restart() {
+    let mut registry = registry(10);
+    let (mine, epoch, _, _) = acquired(registry.acquire(1, 1000, LEASE, WINDOW));
+    acquired(registry.acquire(2, 1000, LEASE, WINDOW));
+    assert_eq!(registry.release(mine, epoch, Some(1200)), Response::WorkerReleased { applied: true });
+    // Another node prefers a never-used worker over one a node released...
+    let (other, _, _, _) = acquired(registry.acquire(3, 1250, LEASE, WINDOW));
+    assert_ne!(other, mine);
+    // ...so the releasing node gets its own back, right after what it used.
+    let (again, _, floor, _) = acquired(registry.acquire(1, 1300, LEASE, WINDOW));
+    assert_eq!((again, floor), (mine, 1201));
+}
+
+#[test]
 fn windows_cannot_run_far_past_the_proposers_clock() {
     let mut registry = registry(10);
     let (worker, epoch, _, _) = acquired(registry.acquire(1, 1000, LEASE, WINDOW));

@@ -63,6 +63,17 @@ fn small_steps_back_are_waited_out_larger_ones_borrowed_then_refused() {
 }
 
 #[test]
+fn a_reading_refused_past_the_window_is_not_remembered() {
+    let mut generator = generator(0, T0 + 10_000);
+    let first = generator.next(T0).unwrap();
+    // The clock jumps an hour ahead: refused, nothing issued.
+    assert_eq!(generator.next(T0 + 3_600_000), Err(Refusal::WindowExhausted));
+    // Set right again, it is not a step back of an hour.
+    let next = generator.next(T0 + 1).unwrap();
+    assert!(next > first);
+}
+
+#[test]
 fn random_start_stays_small_and_increasing() {
     let mut generator = Generator::new(LEAF, 1, 0, T0 + 100, 1000, Some(42));
     let mut last = 0;

@@ -2,9 +2,9 @@
 //! stored value unreadable. If a change is intended, bump `FORMAT_VERSION` and keep a decoder for
 //! the old version; never just update a literal.
 //!
-//! History: before any release, v1 was extended in place once, when the snowflake registry was
-//! appended to the state machine (the snapshot data gained trailing bytes; every prefix and every
-//! other literal stayed the same).
+//! History: before any release, v1 was extended in place twice, when the snowflake registry was
+//! appended to the state machine and when `WorkerLease` gained `released_by` (trailing bytes
+//! only; every other literal stayed the same).
 
 use std::fmt::Debug;
 
@@ -54,7 +54,14 @@ fn state_machine() -> IdStateMachine {
 
 fn snowflake_registry() -> SnowflakeRegistry {
     let mut registry = SnowflakeRegistry { layout: Some(SnowflakeLayout::LEAF), ..Default::default() };
-    let lease = WorkerLease { holder: Some(2), epoch: 3, window_end_ms: 40, floor_ms: 20, last_extend_ms: 30 };
+    let lease = WorkerLease {
+        holder: Some(2),
+        epoch: 3,
+        window_end_ms: 40,
+        floor_ms: 20,
+        last_extend_ms: 30,
+        released_by: Some(4),
+    };
     registry.workers.insert(5, lease);
     registry
 }
@@ -141,12 +148,12 @@ fn snapshot_meta_record() {
 
 #[test]
 fn snowflake_registry_value() {
-    golden("snowflake registry", &snowflake_registry(), "0101c1038d142c010000290a0c0100000000000000050000000102000000000000000300000000000000280000000000000014000000000000001e00000000000000");
+    golden("snowflake registry", &snowflake_registry(), "0101c1038d142c010000290a0c0100000000000000050000000102000000000000000300000000000000280000000000000014000000000000001e00000000000000010400000000000000");
 }
 
 #[test]
 fn snapshot_data() {
-    golden("snapshot data", &state_machine(), "010102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a383038310100000000000000010000000000000074e903000000000000e80300000000000003000000000000006964730700000000000000080000000000000001c1038d142c010000290a0c0100000000000000050000000102000000000000000300000000000000280000000000000014000000000000001e00000000000000");
+    golden("snapshot data", &state_machine(), "010102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a383038310100000000000000010000000000000074e903000000000000e80300000000000003000000000000006964730700000000000000080000000000000001c1038d142c010000290a0c0100000000000000050000000102000000000000000300000000000000280000000000000014000000000000001e00000000000000010400000000000000");
 }
 
 #[test]

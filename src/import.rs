@@ -1,0 +1,510 @@
+//! `leafraft tag import FILE`: moves a Leaf deployment's `leaf_alloc` table over.
+//!
+//! FILE is the tab-separated output of `SELECT biz_tag, max_id, step, description FROM leaf_alloc`
+//! (`mysql -B`, with or without the header line, or `SELECT ... INTO OUTFILE`). Leaf's `max_id`
+//! means what leafraft's means (the first ID of the next segment), so it is copied as it is.
+//!
+//! The work is split in three steps, the first two pure and unit-tested:
+//! 1. [`parse`] checks every row (tag name, `max_id` in `1..=2^63-1`, step in `1..=10,000,000`,
+//!    description length, no tag twice) and reports every bad row with its line number;
+//! 2. [`plan`] compares the rows with the cluster's tags (read through the leader) and decides,
+//!    per tag: create, raise `max_id` and/or update step and description, or leave unchanged. A
+//!    row whose `max_id` is below the cluster's is a bad row too: `max_id` is never lowered, and
+//!    a file that is older than the cluster is refused as a whole rather than half-applied;
+//! 3. [`apply`] sends one create or PATCH per changed tag through [`Client`].
+//!
+//! If any row is bad in step 1 or 2, nothing is applied. Step 3 is not one transaction (each tag
+//! is its own Raft write), but every write is idempotent: running the import again after a
+//! failure finishes the job, and a finished import run again changes nothing.
+//!
+//! Description: a missing fourth column, `NULL` (`mysql -B`) and `\N` (`INTO OUTFILE`) mean "no
+//! description": a new tag gets an empty one and an existing tag keeps its own. MySQL's
+//! backslash escapes (`\t`, `\n`, `\\`, `\0`, ...) are undone.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+
+use crate::api::MaxId;
+use crate::api::TagView;
+use crate::api::UpdateTag;
+use crate::client::Client;
+use crate::client::ClientError;
+
+/// One good row of the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// 1-based line number in the file.
+    pub line: usize,
+    pub tag: String,
+    pub max_id: u64,
+    pub step: u64,
+    /// `None`: the file says nothing (column missing or NULL).
+    pub description: Option<String>,
+}
+
+/// A bad row: its line number and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for RowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// The columns of the header line, when the file has one.
+const HEADER: [&str; 4] = ["biz_tag", "max_id", "step", "description"];
+
+/// Parses and checks every row; answers all good rows, or every bad one.
+pub fn parse(text: &str) -> Result<Vec<Row>, Vec<RowError>> {
+    let mut rows = Vec::new();
+    let mut errors = Vec::new();
+    let mut first_line_of: HashMap<String, usize> = HashMap::new();
+    let mut seen_content = false;
+    for (index, raw) in text.split('\n').enumerate() {
+        let line = index + 1;
+        let raw = raw.strip_suffix('\r').unwrap_or(raw);
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = raw.split('\t').collect();
+        if !seen_content {
+            seen_content = true;
+            if fields[0].trim().eq_ignore_ascii_case(HEADER[0]) {
+                let names: Vec<String> = fields.iter().map(|f| f.trim().to_ascii_lowercase()).collect();
+                if names.len() < 3 || names.len() > 4 || names.iter().zip(HEADER).any(|(got, want)| got != want) {
+                    errors.push(RowError {
+                        line,
+                        message: format!("the header must be '{}' (description optional)", HEADER.join("<TAB>")),
+                    });
+                }
+                continue;
+            }
+        }
+        match parse_row(line, &fields) {
+            Ok(row) => match first_line_of.get(&row.tag) {
+                Some(first) => errors
+                    .push(RowError { line, message: format!("tag '{}' already appears on line {first}", row.tag) }),
+                None => {
+                    first_line_of.insert(row.tag.clone(), line);
+                    rows.push(row);
+                }
+            },
+            Err(message) => errors.push(RowError { line, message }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(rows)
+    } else {
+        Err(errors)
+    }
+}
+
+fn parse_row(line: usize, fields: &[&str]) -> Result<Row, String> {
+    if fields.len() < 3 || fields.len() > 4 {
+        return Err(format!(
+            "expected 3 or 4 tab-separated columns (biz_tag, max_id, step, description), found {}",
+            fields.len()
+        ));
+    }
+    let tag = fields[0].trim();
+    raft::tag::validate_tag(tag)?;
+    let max_id = number("max_id", fields[1], raft::tag::MAX_ID_LIMIT)?;
+    let step = number("step", fields[2], raft::tag::MAX_STEP)?;
+    let description = match fields.get(3) {
+        None => None,
+        Some(field) if is_null(field) => None,
+        Some(field) => Some(unescape(field)),
+    };
+    if let Some(description) = &description {
+        raft::tag::validate_description(description)?;
+    }
+    Ok(Row { line, tag: tag.to_string(), max_id, step, description })
+}
+
+fn is_null(field: &str) -> bool {
+    field == "NULL" || field == "\\N"
+}
+
+/// A decimal integer in `1..=max`, reported as written when it is not.
+fn number(name: &str, field: &str, max: u64) -> Result<u64, String> {
+    let text = field.trim();
+    if is_null(text) {
+        return Err(format!("{name} is NULL"));
+    }
+    let value: i128 = text.parse().map_err(|_| format!("{name} '{}' is not an integer", text.escape_debug()))?;
+    u64::try_from(value)
+        .ok()
+        .filter(|value| (1..=max).contains(value))
+        .ok_or_else(|| format!("{name} must be between 1 and {max}, got {text}"))
+}
+
+/// Undoes MySQL's backslash escapes (`mysql -B` and `SELECT ... INTO OUTFILE`).
+fn unescape(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('0') => out.push('\0'),
+            Some('Z') => out.push('\u{1a}'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+/// A tag as the cluster has it, for [`plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Existing {
+    pub max_id: u64,
+    pub step: u64,
+    pub description: String,
+}
+
+impl Existing {
+    /// The replicated fields of an API answer (`None` if `max_id` is not a number).
+    pub fn from_view(view: &TagView) -> Option<Existing> {
+        Some(Existing { max_id: view.max_id.parse().ok()?, step: view.step, description: view.description.clone() })
+    }
+}
+
+/// What importing one row does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A new tag with the row's values.
+    Create(Row),
+    /// An existing tag gets a higher `max_id` and/or a new step or description (`Some`: changes).
+    Update { row: Row, max_id: Option<(u64, u64)>, step: Option<(u64, u64)>, description: Option<(String, String)> },
+    /// The cluster already has what the row says.
+    Unchanged(Row),
+}
+
+impl Change {
+    pub fn row(&self) -> &Row {
+        match self {
+            Change::Create(row) | Change::Unchanged(row) | Change::Update { row, .. } => row,
+        }
+    }
+
+    /// `create`, `raise` (max_id goes up), `update` (only step or description) or `unchanged`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Change::Create(_) => "create",
+            Change::Update { max_id: Some(_), .. } => "raise",
+            Change::Update { .. } => "update",
+            Change::Unchanged(_) => "unchanged",
+        }
+    }
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let row = self.row();
+        write!(f, "{:<9} {}", self.kind(), row.tag)?;
+        match self {
+            Change::Create(row) => {
+                write!(f, ": max_id {}, step {}", row.max_id, row.step)?;
+                if let Some(description) = row.description.as_deref().filter(|d| !d.is_empty()) {
+                    write!(f, ", description {description:?}")?;
+                }
+            }
+            Change::Update { max_id, step, description, .. } => {
+                let mut parts = Vec::new();
+                if let Some((from, to)) = max_id {
+                    parts.push(format!("max_id {from} -> {to}"));
+                }
+                if let Some((from, to)) = step {
+                    parts.push(format!("step {from} -> {to}"));
+                }
+                if let Some((from, to)) = description {
+                    parts.push(format!("description {from:?} -> {to:?}"));
+                }
+                write!(f, ": {}", parts.join(", "))?;
+            }
+            Change::Unchanged(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Decides what each row does to the cluster's tags; a row that would lower a tag's `max_id`
+/// is a bad row (`max_id` is never lowered), and then nothing may be applied.
+pub fn plan(rows: &[Row], existing: &BTreeMap<String, Existing>) -> Result<Vec<Change>, Vec<RowError>> {
+    let mut changes = Vec::with_capacity(rows.len());
+    let mut errors = Vec::new();
+    for row in rows {
+        let Some(current) = existing.get(&row.tag) else {
+            changes.push(Change::Create(row.clone()));
+            continue;
+        };
+        if row.max_id < current.max_id {
+            errors.push(RowError {
+                line: row.line,
+                message: format!(
+                    "tag '{}': max_id {} is below the cluster's {}; max_id is never lowered",
+                    row.tag, row.max_id, current.max_id
+                ),
+            });
+            continue;
+        }
+        let max_id = (row.max_id > current.max_id).then_some((current.max_id, row.max_id));
+        let step = (row.step != current.step).then_some((current.step, row.step));
+        let description = row
+            .description
+            .as_ref()
+            .filter(|d| **d != current.description)
+            .map(|d| (current.description.clone(), d.clone()));
+        if max_id.is_none() && step.is_none() && description.is_none() {
+            changes.push(Change::Unchanged(row.clone()));
+        } else {
+            changes.push(Change::Update { row: row.clone(), max_id, step, description });
+        }
+    }
+    if errors.is_empty() {
+        Ok(changes)
+    } else {
+        Err(errors)
+    }
+}
+
+/// How many changes of each kind a plan holds, as one line.
+pub fn summary(changes: &[Change]) -> String {
+    let count = |kind: &str| changes.iter().filter(|c| c.kind() == kind).count();
+    format!(
+        "{} create, {} raise, {} update, {} unchanged",
+        count("create"),
+        count("raise"),
+        count("update"),
+        count("unchanged")
+    )
+}
+
+/// Sends one create or PATCH per changed tag, in file order, and tells `on_done` about every row
+/// (unchanged rows send nothing and are `Ok`); answers how many writes failed.
+pub async fn apply(
+    client: &Client,
+    changes: &[Change],
+    mut on_done: impl FnMut(&Change, &Result<(), ClientError>),
+) -> usize {
+    let mut failures = 0;
+    for change in changes {
+        let result = match change {
+            Change::Unchanged(_) => Ok(()),
+            Change::Create(row) => {
+                client.create_tag(&row.tag, Some(row.max_id), Some(row.step), row.description.clone()).await.map(|_| ())
+            }
+            Change::Update { row, max_id, step, description } => {
+                let update = UpdateTag {
+                    step: step.map(|(_, to)| to),
+                    description: description.as_ref().map(|(_, to)| to.clone()),
+                    max_id: max_id.map(|(_, to)| MaxId(to)),
+                };
+                client.update_tag(&row.tag, &update).await.map(|_| ())
+            }
+        };
+        on_done(change, &result);
+        failures += usize::from(result.is_err());
+    }
+    failures
+}
+
+/// `leafraft tag import FILE [--dry-run]`: prints one line per row (what it does, or would do
+/// with `dry_run`) and a summary on stdout, bad rows on stderr; answers the one-line error.
+pub async fn run(client: &Client, file: &Path, dry_run: bool) -> Result<(), String> {
+    let name = file.display();
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let bad_rows = |errors: Vec<RowError>| {
+        for error in &errors {
+            eprintln!("{error}");
+        }
+        format!("{name}: {} bad row(s); nothing applied", errors.len())
+    };
+    let rows = parse(&text).map_err(bad_rows)?;
+    if rows.is_empty() {
+        return Err(format!("{name} holds no rows; nothing applied"));
+    }
+    let tags = client.list_tags_consistent().await.map_err(|e| format!("cannot read the cluster's tags: {e}"))?;
+    let existing: BTreeMap<String, Existing> =
+        tags.iter().filter_map(|view| Some((view.tag.clone(), Existing::from_view(view)?))).collect();
+    let changes = plan(&rows, &existing).map_err(bad_rows)?;
+    if dry_run {
+        for change in &changes {
+            println!("{change}");
+        }
+        println!("dry run, nothing changed: {}", summary(&changes));
+        return Ok(());
+    }
+    let failures = apply(client, &changes, |change, result| match result {
+        Ok(()) => println!("{change}"),
+        Err(e) => eprintln!("line {}: tag '{}' not imported: {e}", change.row().line, change.row().tag),
+    })
+    .await;
+    if failures > 0 {
+        return Err(format!(
+            "{failures} of {} row(s) failed (see above); the others were applied, and importing the file again \
+             finishes the job",
+            changes.len()
+        ));
+    }
+    println!("imported: {}", summary(&changes));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(line: usize, tag: &str, max_id: u64, step: u64, description: Option<&str>) -> Row {
+        Row { line, tag: tag.into(), max_id, step, description: description.map(str::to_string) }
+    }
+
+    fn messages(errors: Vec<RowError>) -> Vec<String> {
+        errors.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn parses_mysql_batch_output_with_header() {
+        let text = "biz_tag\tmax_id\tstep\tdescription\n\
+                    leaf-segment-test\t1\t2000\tTest leaf Segment Mode Get Id\n\
+                    order\t5000\t100\t\n\
+                    coupon\t7\t1000\tNULL\n";
+        assert_eq!(
+            parse(text).unwrap(),
+            [
+                row(2, "leaf-segment-test", 1, 2000, Some("Test leaf Segment Mode Get Id")),
+                row(3, "order", 5000, 100, Some("")),
+                row(4, "coupon", 7, 1000, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn header_is_optional_and_description_may_be_missing() {
+        let text = "order\t5000\t100\r\n\r\n  \nmsg\t9223372036854775807\t10000000\t\\N";
+        assert_eq!(
+            parse(text).unwrap(),
+            [row(1, "order", 5000, 100, None), row(4, "msg", i64::MAX as u64, 10_000_000, None)]
+        );
+        let header_only_three = "BIZ_TAG\tMAX_ID\tSTEP\norder\t5\t1\n";
+        assert_eq!(parse(header_only_three).unwrap(), [row(2, "order", 5, 1, None)]);
+        assert_eq!(parse("").unwrap(), []);
+    }
+
+    #[test]
+    fn undoes_mysql_escapes_in_descriptions() {
+        let text = "t\t1\t1\ta\\tb\\nc\\\\d\\0e <b>&\n";
+        assert_eq!(parse(text).unwrap()[0].description.as_deref(), Some("a\tb\nc\\d\0e <b>&"));
+    }
+
+    #[test]
+    fn reports_every_bad_row_with_its_line_number() {
+        let text = "biz_tag\tmax_id\tstep\tdescription\n\
+                    good\t1\t1000\tok\n\
+                    bad name\t1\t1000\t\n\
+                    zero-max\t0\t1000\t\n\
+                    big-max\t9223372036854775808\t1000\t\n\
+                    zero-step\t5\t0\t\n\
+                    huge-step\t5\t10000001\t\n\
+                    words\tmany\t1000\t\n\
+                    short\t5\n\
+                    long\t5\t5\td\textra\n\
+                    good\t2\t1000\t\n\
+                    neg\t-3\t10\t\n\
+                    null\tNULL\t10\t\n\
+                    desc\t1\t1\t"
+            .to_string()
+            + &"x".repeat(1025)
+            + "\n";
+        let errors = messages(parse(&text).unwrap_err());
+        let expected = [
+            "line 3: tag 'bad name' may only contain A-Z a-z 0-9 _ . : -",
+            "line 4: max_id must be between 1 and 9223372036854775807, got 0",
+            "line 5: max_id must be between 1 and 9223372036854775807, got 9223372036854775808",
+            "line 6: step must be between 1 and 10000000, got 0",
+            "line 7: step must be between 1 and 10000000, got 10000001",
+            "line 8: max_id 'many' is not an integer",
+            "line 9: expected 3 or 4 tab-separated columns (biz_tag, max_id, step, description), found 2",
+            "line 10: expected 3 or 4 tab-separated columns (biz_tag, max_id, step, description), found 5",
+            "line 11: tag 'good' already appears on line 2",
+            "line 12: max_id must be between 1 and 9223372036854775807, got -3",
+            "line 13: max_id is NULL",
+            "line 14: description must be at most 1024 bytes",
+        ];
+        assert_eq!(errors, expected);
+    }
+
+    #[test]
+    fn a_wrong_header_is_a_bad_row() {
+        let errors = messages(parse("biz_tag\tstep\tmax_id\nt\t1\t1\n").unwrap_err());
+        assert_eq!(
+            errors,
+            ["line 1: the header must be 'biz_tag<TAB>max_id<TAB>step<TAB>description' (description optional)"]
+        );
+    }
+
+    fn existing(entries: &[(&str, u64, u64, &str)]) -> BTreeMap<String, Existing> {
+        entries
+            .iter()
+            .map(|(tag, max_id, step, description)| {
+                (tag.to_string(), Existing { max_id: *max_id, step: *step, description: description.to_string() })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plan_creates_raises_updates_and_leaves_equal_tags_alone() {
+        let rows = [
+            row(1, "new", 10, 100, Some("fresh")),
+            row(2, "same", 500, 1000, Some("d")),
+            row(3, "higher", 900, 1000, None),
+            row(4, "restep", 500, 2000, Some("d2")),
+            row(5, "keepdesc", 500, 1000, None),
+        ];
+        let cluster = existing(&[
+            ("same", 500, 1000, "d"),
+            ("higher", 800, 1000, "kept"),
+            ("restep", 500, 1000, "d"),
+            ("keepdesc", 500, 1000, "anything"),
+            ("other", 1, 1, ""),
+        ]);
+        let changes = plan(&rows, &cluster).unwrap();
+        let lines: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "create    new: max_id 10, step 100, description \"fresh\"",
+                "unchanged same",
+                "raise     higher: max_id 800 -> 900",
+                "update    restep: step 1000 -> 2000, description \"d\" -> \"d2\"",
+                "unchanged keepdesc",
+            ]
+        );
+        assert_eq!(summary(&changes), "1 create, 1 raise, 1 update, 2 unchanged");
+    }
+
+    #[test]
+    fn plan_refuses_every_row_that_would_lower_max_id() {
+        let rows = [row(2, "ok", 10, 1, None), row(3, "old", 99, 1, None), row(7, "older", 1, 1, None)];
+        let cluster = existing(&[("old", 100, 1, ""), ("older", 2, 1, "")]);
+        assert_eq!(
+            messages(plan(&rows, &cluster).unwrap_err()),
+            [
+                "line 3: tag 'old': max_id 99 is below the cluster's 100; max_id is never lowered",
+                "line 7: tag 'older': max_id 1 is below the cluster's 2; max_id is never lowered",
+            ]
+        );
+    }
+}
