@@ -98,6 +98,8 @@ pub struct ProcessCluster {
     secret: Option<String>,
     timing: Timing,
     http: reqwest::Client,
+    /// Extra environment variables per node (e.g. `LD_PRELOAD` for libfaketime), for every start.
+    env: BTreeMap<u64, Vec<(String, String)>>,
 }
 
 impl ProcessCluster {
@@ -105,7 +107,7 @@ impl ProcessCluster {
     pub fn new() -> ProcessCluster {
         let dir = tempfile::Builder::new().prefix("leafraft-e2e-").tempdir().expect("temporary directory");
         let http = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().expect("HTTP client");
-        ProcessCluster { dir, nodes: BTreeMap::new(), secret: None, timing: Timing::Fast, http }
+        ProcessCluster { dir, nodes: BTreeMap::new(), secret: None, timing: Timing::Fast, http, env: BTreeMap::new() }
     }
 
     /// Every node is started with `--secret`, and clients send it.
@@ -117,6 +119,12 @@ impl ProcessCluster {
     pub fn with_timing(mut self, timing: Timing) -> ProcessCluster {
         self.timing = timing;
         self
+    }
+
+    /// Sets the extra environment of `id` for its next starts, restarts included (replacing what
+    /// was set before; empty to clear).
+    pub fn set_env(&mut self, id: u64, vars: Vec<(String, String)>) {
+        self.env.insert(id, vars);
     }
 
     /// Starts nodes `1..=n` with one `--initial-cluster` listing them all.
@@ -208,6 +216,7 @@ impl ProcessCluster {
         let timing = self.timing;
         let secret = self.secret.clone();
         let log_dir = self.dir.path().to_path_buf();
+        let env = self.env.get(&id).cloned().unwrap_or_default();
         let node = self.nodes.get_mut(&id).expect("reserved");
         if let Some(child) = &mut node.child {
             assert!(child.try_wait().expect("try_wait").is_some(), "node {id} is already running");
@@ -228,6 +237,7 @@ impl ProcessCluster {
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file handle");
         scrub_env(&mut command);
+        command.envs(env);
         command.env("RUST_LOG", "info,openraft=warn").env("NO_COLOR", "1").stdin(Stdio::null()).stdout(out).stderr(err);
         die_with_parent(&mut command);
         let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));

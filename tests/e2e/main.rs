@@ -3,6 +3,7 @@
 
 mod harness;
 mod ids;
+mod snowflake_ids;
 
 mod failover;
 mod formation;
@@ -14,6 +15,10 @@ mod security;
 mod segments;
 mod segments_chaos;
 mod shutdown;
+mod snowflake;
+mod snowflake_clock;
+mod snowflake_load;
+mod snowflake_workers;
 mod tags;
 
 mod config;
