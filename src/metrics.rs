@@ -20,7 +20,8 @@ use crate::snowflakes::Snowflakes;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    pub route: String,
+    /// A route template (`/v1/segment/{tag}`): a small fixed set, interned once.
+    pub route: &'static str,
     pub code: u16,
 }
 
@@ -33,6 +34,24 @@ pub struct TagLabels {
 pub struct ClaimLabels {
     pub tag: String,
     pub result: &'static str,
+}
+
+/// The `&'static str` for a route template. Routes come from the router, a fixed set of about
+/// thirty, so the leaked strings are bounded.
+fn intern(route: &str) -> &'static str {
+    static ROUTES: std::sync::OnceLock<std::sync::RwLock<std::collections::HashSet<&'static str>>> =
+        std::sync::OnceLock::new();
+    let routes = ROUTES.get_or_init(Default::default);
+    if let Some(known) = routes.read().unwrap_or_else(|p| p.into_inner()).get(route) {
+        return known;
+    }
+    let mut routes = routes.write().unwrap_or_else(|p| p.into_inner());
+    if let Some(known) = routes.get(route) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(route.to_string().into_boxed_str());
+    routes.insert(leaked);
+    leaked
 }
 
 fn claim_histogram() -> Histogram {
@@ -153,8 +172,9 @@ impl Metrics {
         }
     }
 
+    /// Counts one request without allocating: route templates are interned on first sight.
     pub fn count_request(&self, route: &str, code: u16) {
-        self.requests.get_or_create(&RequestLabels { route: route.to_string(), code }).inc();
+        self.requests.get_or_create(&RequestLabels { route: intern(route), code }).inc();
     }
 
     pub fn observe_claim(&self, tag: &str, took: Duration, ok: bool) {
