@@ -425,11 +425,11 @@ impl Cluster {
         struct Clock {
             now_ms: u64,
         }
-        let sent = crate::snowflakes::now_ms();
+        let sent = crate::clock::now_ms();
         let response =
             self.http.get(format!("http://{addr}/v1/clock")).timeout(Duration::from_secs(1)).send().await.ok()?;
         let clock: Clock = response.json().await.ok()?;
-        let received = crate::snowflakes::now_ms();
+        let received = crate::clock::now_ms();
         let local_mid = i128::from(sent) + (i128::from(received) - i128::from(sent)) / 2;
         i64::try_from(i128::from(clock.now_ms) - local_mid).ok()
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::clock::millis;
 use crate::engine::StepPolicy;
 use crate::segments::SegmentConfig;
 use crate::snowflakes::SnowflakeConfig;
@@ -263,7 +264,6 @@ impl Config {
 
     /// The openraft configuration these settings give, validated.
     pub fn raft_config(&self) -> Result<openraft::Config, String> {
-        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let config = openraft::Config {
             cluster_name: "leafraft".to_string(),
             heartbeat_interval: millis(self.heartbeat),

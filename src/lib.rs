@@ -24,6 +24,7 @@ pub mod api;
 pub mod bench;
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod cluster;
 pub mod config;
 pub mod engine;

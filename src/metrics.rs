@@ -209,7 +209,7 @@ impl Metrics {
         self.snowflake_ids_issued.inc_by(snowflake.ids_issued.saturating_sub(self.snowflake_ids_issued.get()));
         self.snowflake_worker.set(snowflake.worker_id.map_or(-1, i64::from));
         let headroom = snowflake.window_end_ms.map_or(0, |end| {
-            i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(crate::snowflakes::now_ms()).unwrap_or(0)
+            i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(crate::clock::now_ms()).unwrap_or(0)
         });
         self.snowflake_window_headroom_ms.set(headroom);
         self.snowflake_clock_offset_ms.set(snowflake.clock_offset_ms.unwrap_or(0));

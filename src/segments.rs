@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde::Serialize;
 use tokio::sync::Notify;
 
+use crate::clock::now_ms;
 use crate::cluster::Cluster;
 use crate::engine::segment::releasable_tail;
 use crate::engine::segment::Switch;
@@ -336,9 +337,4 @@ pub struct TagStats {
     pub ids_issued: u64,
     pub waits: u64,
     pub ids_left: u64,
-}
-
-fn now_ms() -> u64 {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }

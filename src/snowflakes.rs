@@ -12,11 +12,12 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::time::Duration;
-use std::time::Instant;
 
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::clock::millis;
+use crate::clock::now_ms;
 use crate::cluster::Cluster;
 use crate::engine::snowflake::Generator;
 use crate::engine::snowflake::Layout;
@@ -87,15 +88,6 @@ pub struct Snowflakes {
     layout: Layout,
     state: Mutex<State>,
     issued: AtomicU64,
-}
-
-pub fn now_ms() -> u64 {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 pub fn engine_layout(layout: &SnowflakeLayout) -> Layout {
@@ -422,9 +414,4 @@ impl Snowflakes {
         let ms_left = self.layout.last_timestamp_ms().saturating_sub(now_ms());
         ms_left as f64 / (365.25 * 24.0 * 3600.0 * 1000.0)
     }
-}
-
-/// Measures `Instant`s for RTT compensation in `Cluster::peer_clock_offset`.
-pub fn elapsed_ms(since: Instant) -> u64 {
-    millis(since.elapsed())
 }

@@ -22,7 +22,22 @@ use crate::error::ErrorCode;
 
 #[derive(Debug, Deserialize)]
 pub struct CountParams {
-    count: Option<u64>,
+    pub count: Option<u64>,
+}
+
+/// Appends `"ids":["1","2",...]` (IDs as decimal strings: JavaScript loses precision above 2^53).
+pub fn push_id_list(out: &mut String, ids: impl Iterator<Item = u64>) {
+    let mut buffer = itoa::Buffer::new();
+    out.push_str("\"ids\":[");
+    for (i, id) in ids.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push('"');
+        out.push_str(buffer.format(id));
+        out.push('"');
+    }
+    out.push(']');
 }
 
 /// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
@@ -119,23 +134,11 @@ pub async fn ids(
     let (tag, ranges) = take(&state, tag, params).await?;
     let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
     let mut out = String::with_capacity(32 + tag.len() + usize::try_from(n_ids).unwrap_or(0) * 22);
-    let mut buffer = itoa::Buffer::new();
     out.push_str("{\"tag\":\"");
     out.push_str(&tag);
-    out.push_str("\",\"ids\":[");
-    let mut first = true;
-    for range in &ranges {
-        for id in range.start..range.end {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            out.push('"');
-            out.push_str(buffer.format(id));
-            out.push('"');
-        }
-    }
-    out.push_str("]}");
+    out.push_str("\",");
+    push_id_list(&mut out, ranges.iter().flat_map(|range| range.start..range.end));
+    out.push('}');
     Ok(json(out))
 }
 

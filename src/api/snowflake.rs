@@ -18,12 +18,14 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::segments::leaf_error;
+use crate::api::segments::push_id_list;
+use crate::api::segments::CountParams;
 use crate::api::AppState;
+use crate::clock::now_ms;
 use crate::engine::snowflake::Layout;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::snowflakes::engine_layout;
-use crate::snowflakes::now_ms;
 use crate::snowflakes::SnowflakeStatus;
 
 /// Leaf's snowflake codes: −1 not ready (or the clock still behind after waiting), −3 the clock
@@ -59,11 +61,6 @@ pub async fn leaf_get(State(state): State<AppState>, _key: Result<Path<String>, 
     }
 }
 
-#[derive(Debug, Deserialize)]
-pub struct CountParams {
-    count: Option<u64>,
-}
-
 /// `count` snowflake IDs from this node's worker (never forwarded).
 #[utoipa::path(
     get,
@@ -88,17 +85,9 @@ pub async fn ids(
     let count = body::query(params)?.count.unwrap_or(1);
     let ids = state.snowflakes.next_ids(count).await?;
     let mut out = String::with_capacity(10 + ids.len() * 22);
-    let mut buffer = itoa::Buffer::new();
-    out.push_str("{\"ids\":[");
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('"');
-        out.push_str(buffer.format(*id));
-        out.push('"');
-    }
-    out.push_str("]}");
+    out.push('{');
+    push_id_list(&mut out, ids.into_iter());
+    out.push('}');
     Ok(([(CONTENT_TYPE, "application/json")], out).into_response())
 }
 

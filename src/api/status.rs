@@ -71,7 +71,7 @@ impl Page {
             })
             .collect();
         Page {
-            now_ms: crate::snowflakes::now_ms(),
+            now_ms: crate::clock::now_ms(),
             version: env!("CARGO_PKG_VERSION"),
             cluster: state.cluster.status(),
             ready: state.cluster.readiness(),

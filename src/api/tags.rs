@@ -1,7 +1,6 @@
 //! `/v1/tags`: create, list, get and change tags.
 
 use std::time::Duration;
-use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
 use axum::body::Bytes;
@@ -18,6 +17,7 @@ use serde::Serialize;
 use crate::api::body;
 use crate::api::body::MaxId;
 use crate::api::AppState;
+use crate::clock::now_ms;
 use crate::error::Error;
 use raft::Request;
 use raft::Response;
@@ -82,11 +82,6 @@ impl TagView {
 
 pub fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-}
-
-fn now_ms() -> u64 {
-    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,9 +20,7 @@
 //! Every access to the slot's atomics is `SeqCst`: the argument for invariant 2 needs one total
 //! order of the writer's stores and the reader's loads (on x86 such loads are plain moves).
 
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
@@ -119,8 +117,6 @@ pub struct BufferState {
 pub struct SegmentBuffer {
     current: Slot,
     slow: Mutex<Slow>,
-    /// Set when a switch found no next segment ready; read for metrics.
-    starved: AtomicBool,
 }
 
 impl SegmentBuffer {
@@ -171,10 +167,7 @@ impl SegmentBuffer {
                 self.current.set(next);
                 Switch::Switched
             }
-            None => {
-                self.starved.store(true, Relaxed);
-                Switch::NotReady { loading: slow.loading }
-            }
+            None => Switch::NotReady { loading: slow.loading },
         }
     }
 
@@ -243,11 +236,6 @@ impl SegmentBuffer {
             next: slow.next,
             loading: slow.loading,
         }
-    }
-
-    /// Whether a take ever found the buffer empty (both segments used up).
-    pub fn has_starved(&self) -> bool {
-        self.starved.load(Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Slow> {

@@ -209,7 +209,7 @@ fn decimal_end(value: &Value) -> Option<u64> {
     value.as_str()?.parse::<u64>().ok().filter(|end| (2..=LARGEST_ID + 1).contains(end))
 }
 
-fn clip(text: &str) -> String {
+pub fn clip(text: &str) -> String {
     text.chars().take(300).collect()
 }
 

@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
+use crate::ids::clip;
+use crate::ids::error_chain;
 
 /// Debian's libfaketime (packages `faketime libfaketime`), the thread-safe flavour.
 pub const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -182,22 +184,6 @@ fn judge(endpoint: Endpoint, status: u16, body: &str) -> Answer {
         return malformed(&format!("{} IDs for count={count}", ids.len()));
     }
     Answer::Ids(ids)
-}
-
-fn clip(text: &str) -> String {
-    text.chars().take(300).collect()
-}
-
-/// An error with its sources, on one line.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// This machine's wall clock, Unix ms.
