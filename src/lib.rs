@@ -16,6 +16,7 @@
 //! - [`error`]: `Error` with the stable codes of the API.
 //! - [`import`]: `leafraft tag import`, moving a Leaf `leaf_alloc` table over.
 //! - [`client`]: a typed client of the API for the CLI and the tests.
+//! - [`planted`]: bugs planted on purpose (debug builds only) to prove the chaos checker fails.
 //! - [`bench`]: built-in benchmarks (`leafraft bench claims`).
 //!
 //! The Raft types, commands and state machine live in the `raft` crate, sled in `storage`.
@@ -32,6 +33,7 @@ pub mod error;
 pub mod import;
 pub mod metrics;
 pub mod node;
+pub mod planted;
 pub mod segments;
 pub mod snowflakes;
 

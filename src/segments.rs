@@ -35,6 +35,7 @@ use crate::engine::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
+use crate::planted::PlantedBug;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -100,11 +101,20 @@ pub struct Segments {
     /// Copy-on-write: readers never lock; a new tag replaces the whole map.
     buffers: ArcSwap<HashMap<String, Arc<TagBuffer>>>,
     insert: Mutex<()>,
+    /// `LEAFRAFT_PLANTED_BUG=serve-twice` (debug builds only): see [`crate::planted`].
+    replay: crate::planted::Replay,
 }
 
 impl Segments {
     pub fn new(cluster: Arc<Cluster>, config: SegmentConfig, metrics: Arc<Metrics>) -> Segments {
-        Segments { cluster, config, metrics, buffers: ArcSwap::default(), insert: Mutex::new(()) }
+        Segments {
+            cluster,
+            config,
+            metrics,
+            buffers: ArcSwap::default(),
+            insert: Mutex::new(()),
+            replay: Default::default(),
+        }
     }
 
     /// Hands out `count` IDs of `tag` as increasing half-open ranges.
@@ -116,6 +126,12 @@ impl Segments {
             Some(buffer) => buffer.clone(),
             None => self.create_buffer(tag)?,
         };
+        let serve_twice = self.planted_on_follower(PlantedBug::ServeTwice);
+        if serve_twice {
+            if let Some(replayed) = self.replay.replayed(tag) {
+                return Ok(replayed);
+            }
+        }
         let mut ranges = Vec::new();
         let mut needed = count;
         let mut deadline = None;
@@ -129,6 +145,9 @@ impl Segments {
                     ranges.push(range);
                     if needed == 0 {
                         buffer.issued.fetch_add(count, Ordering::Relaxed);
+                        if serve_twice {
+                            self.replay.record(tag, &ranges);
+                        }
                         return Ok(ranges);
                     }
                 }
@@ -214,6 +233,13 @@ impl Segments {
         };
         let previous = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
         let step = self.config.step_policy.next_step(tag_step, previous.map(|(step, at, _)| (step, at.elapsed())));
+        if self.planted_on_follower(PlantedBug::UncommittedClaim) {
+            let max_id = self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.max_id));
+            if let Some((start, Some(end))) = max_id.map(|start| (start, start.checked_add(step))) {
+                buffer.buffer.install_next(IdRange { start, end });
+                return;
+            }
+        }
         let started = Instant::now();
         let res = self.cluster.write(raft::Request::ClaimSegment { tag: buffer.tag.clone(), step }).await;
         self.metrics.observe_claim(&buffer.tag, started.elapsed(), res.is_ok());
@@ -239,6 +265,11 @@ impl Segments {
                 buffer.buffer.load_failed();
             }
         }
+    }
+
+    /// Whether `bug` is planted in this process and this node is not the leader (debug builds only).
+    fn planted_on_follower(&self, bug: PlantedBug) -> bool {
+        crate::planted::active() == Some(bug) && self.cluster.metrics().current_leader != Some(self.cluster.node_id())
     }
 
     /// Creates buffers for every tag and starts their first loads (`--preload`).

@@ -5,6 +5,7 @@ mod harness;
 mod ids;
 mod snowflake_ids;
 
+mod chaos_planted;
 mod failover;
 mod formation;
 mod membership;
