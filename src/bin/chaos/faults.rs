@@ -15,6 +15,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
+use crate::nodes::Leader;
 use crate::nodes::Nodes;
 
 /// No new leader this long after a leader loss fails the run: a majority was up all along.
@@ -218,12 +219,14 @@ pub async fn run(
     while watchers.join_next().await.is_some() {}
 }
 
-/// Watches for a leader of a later term than `old`'s after a leader loss.
+/// Watches for a working leader after the fault that took `old` away: another node at the same or
+/// a later term, the old node in a later term, or the old node restarted (openraft resumes a
+/// leader whose vote was committed at the same term when it restarts, without an election).
 fn watch_recovery(
     nodes: &Arc<Nodes>,
     record: &Arc<Record>,
     kind: FaultKind,
-    old: Option<(u64, u64)>,
+    old: Option<Leader>,
     watchers: &mut tokio::task::JoinSet<()>,
 ) {
     let nodes = Arc::clone(nodes);
@@ -233,9 +236,14 @@ fn watch_recovery(
     watchers.spawn(async move {
         let took = loop {
             let views = nodes.views().await;
-            // A leader of a later term: another node, or the old one restarted and re-elected.
-            let new_leader =
-                views.iter().any(|view| view.role == "leader" && old.is_none_or(|(_, term)| view.term > term));
+            let new_leader = views.iter().any(|view| {
+                view.role == "leader"
+                    && old.is_none_or(|old| {
+                        view.term > old.term
+                            || (view.node != old.node && view.term == old.term)
+                            || (view.node == old.node && view.incarnation != old.incarnation)
+                    })
+            });
             if new_leader {
                 break Some(started.elapsed());
             }
@@ -267,14 +275,14 @@ async fn inject(
 ) {
     let leader = nodes.leader().await;
     let running = nodes.running();
-    let followers: Vec<u64> = running.iter().copied().filter(|id| Some(*id) != leader.map(|l| l.0)).collect();
+    let followers: Vec<u64> = running.iter().copied().filter(|id| Some(*id) != leader.map(|l| l.node)).collect();
     let hold = plan.hold;
     let ev = |text: String| record.event(nodes, text);
     match plan.kind {
         FaultKind::KillLeader | FaultKind::KillFollower | FaultKind::PauseLeader => {
             let (victim, is_leader) = match (plan.kind, leader) {
                 (FaultKind::KillFollower, _) => (pick(&followers, plan.pick), false),
-                (_, Some((leader, _))) => (Some(leader), true),
+                (_, Some(leader)) => (Some(leader.node), true),
                 (_, None) => (pick(&running, plan.pick), false),
             };
             let Some(victim) = victim else { return ev(format!("{}: no node to hit", plan.kind.name())) };
@@ -305,7 +313,7 @@ async fn inject(
             let members: Vec<u64> = nodes.ids();
             let (sides, bridge): ((Vec<u64>, Vec<u64>), Option<u64>) = match plan.kind {
                 FaultKind::IsolateLeader => {
-                    let Some((leader, _)) = leader else { return ev("isolate-leader: no leader".into()) };
+                    let Some(leader) = leader.map(|l| l.node) else { return ev("isolate-leader: no leader".into()) };
                     ((vec![leader], members.iter().copied().filter(|m| *m != leader).collect()), None)
                 }
                 FaultKind::SplitMajority => {
@@ -339,7 +347,8 @@ async fn inject(
                     }
                 }
             }
-            let leader_cut_off = leader.is_some_and(|(l, _)| {
+            let leader_cut_off = leader.is_some_and(|leader| {
+                let l = leader.node;
                 let minority = if sides.0.len() <= sides.1.len() { &sides.0 } else { &sides.1 };
                 minority.contains(&l)
             });
@@ -376,13 +385,13 @@ async fn inject(
         FaultKind::Membership => membership(nodes, record, plan, initial_size, leader, watchers).await,
         FaultKind::GracefulRestart => {
             let victim = match leader {
-                Some((leader, _)) if plan.coin => Some(leader),
+                Some(leader) if plan.coin => Some(leader.node),
                 _ => pick(&followers, plan.pick),
             };
             let Some(victim) = victim else { return };
             ev(format!(
                 "SIGTERM node {victim}{} and restart",
-                if Some(victim) == leader.map(|l| l.0) { " (leader)" } else { "" }
+                if Some(victim) == leader.map(|l| l.node) { " (leader)" } else { "" }
             ));
             let from = nodes.elapsed();
             let stopping = Arc::clone(nodes);
@@ -424,7 +433,7 @@ async fn membership(
     record: &Arc<Record>,
     plan: Plan,
     initial_size: usize,
-    leader: Option<(u64, u64)>,
+    leader: Option<Leader>,
     watchers: &mut tokio::task::JoinSet<()>,
 ) {
     let ev = |text: String| record.event(nodes, text);
@@ -445,7 +454,7 @@ async fn membership(
         let known = nodes.ids();
         let victim = voters.iter().copied().find(|v| !known.contains(v)).or_else(|| pick(&voters, plan.pick));
         let Some(victim) = victim else { return };
-        let is_leader = leader.is_some_and(|(l, _)| l == victim);
+        let is_leader = leader.is_some_and(|l| l.node == victim);
         ev(format!("remove voter {victim}{}", if is_leader { " (leader)" } else { "" }));
         match nodes.admin(reqwest::Method::DELETE, &format!("/v1/cluster/members/{victim}"), None).await {
             Ok(()) => {

@@ -75,10 +75,20 @@ pub struct Nodes {
     started: Instant,
 }
 
+/// A leader as seen at one moment: which process, at which term.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Leader {
+    pub term: u64,
+    pub node: u64,
+    pub incarnation: u32,
+}
+
 /// What a node says about the cluster (`GET /v1/cluster`).
 #[derive(Debug, Clone)]
 pub struct View {
     pub node: u64,
+    /// The node's incarnation when it was asked.
+    pub incarnation: u32,
     pub role: String,
     pub term: u64,
     pub voters: Vec<u64>,
@@ -367,6 +377,7 @@ impl Nodes {
     /// `GET /v1/cluster` of `id`.
     pub async fn view(&self, id: u64) -> Option<View> {
         let url = self.url(id)?;
+        let incarnation = self.incarnation(id);
         let answer =
             self.http.get(format!("{url}/v1/cluster")).timeout(Duration::from_millis(500)).send().await.ok()?;
         let body: Value = answer.json().await.ok()?;
@@ -375,6 +386,7 @@ impl Nodes {
         };
         Some(View {
             node: id,
+            incarnation,
             role: body["role"].as_str().unwrap_or("?").to_string(),
             term: body["term"].as_u64().unwrap_or(0),
             voters: ids("voters"),
@@ -388,21 +400,25 @@ impl Nodes {
         futures::future::join_all(asks).await.into_iter().flatten().collect()
     }
 
+    /// How many times `id` has been started (0: never, or forgotten).
+    pub fn incarnation(&self, id: u64) -> u32 {
+        self.lock().get(&id).map(|node| node.target.incarnation.load(Ordering::SeqCst)).unwrap_or(0)
+    }
+
     /// The leader of the highest term any running node reports itself leader of.
-    pub async fn leader(&self) -> Option<(u64, u64)> {
+    pub async fn leader(&self) -> Option<Leader> {
         self.views()
             .await
             .into_iter()
             .filter(|v| v.role == "leader")
-            .map(|v| (v.term, v.node))
+            .map(|v| Leader { term: v.term, node: v.node, incarnation: v.incarnation })
             .max()
-            .map(|(t, n)| (n, t))
     }
 
     /// The membership as the leader sees it.
     pub async fn membership(&self) -> Option<(Vec<u64>, Vec<u64>)> {
-        let (leader, _) = self.leader().await?;
-        let view = self.view(leader).await?;
+        let leader = self.leader().await?;
+        let view = self.view(leader.node).await?;
         Some((view.voters, view.learners))
     }
 
