@@ -43,11 +43,13 @@ pub struct Check {
     pub checked: u64,
     pub violations: u64,
     pub examples: Vec<String>,
+    /// What else is worth saying about what was checked.
+    pub note: String,
 }
 
 impl Check {
     fn new(name: &'static str) -> Check {
-        Check { name, checked: 0, violations: 0, examples: Vec::new() }
+        Check { name, checked: 0, violations: 0, examples: Vec::new(), note: String::new() }
     }
 
     pub fn passed(&self) -> bool {
@@ -281,7 +283,13 @@ fn snowflake_order(history: &History, layout: &Layout) -> Check {
 
 fn worker_holders_disjoint(history: &History, layout: &Layout) -> Check {
     let mut check = Check::new("worker-holders-disjoint");
-    for (worker, spans) in snowflake_spans(history, layout) {
+    let by_worker = snowflake_spans(history, layout);
+    let holdings: std::collections::BTreeSet<(u64, Option<Incarnation>)> = by_worker
+        .iter()
+        .flat_map(|(worker, spans)| spans.iter().map(|(span, _, _)| (*worker, history.ops[span.op].incarnation)))
+        .collect();
+    check.note = format!("{} workers used by {} node incarnations in all", by_worker.len(), holdings.len());
+    for (worker, spans) in by_worker {
         // (first ms, last ms, holder, op) sorted by first ms; two holders overlap when one starts
         // at or before the furthest millisecond another has reached.
         let mut intervals: Vec<(u64, u64, Option<Incarnation>, usize)> = spans

@@ -88,6 +88,10 @@ struct Args {
     /// Plants a bug in the nodes (debug builds of leafraft only): serve-twice, uncommitted-claim.
     #[arg(long)]
     plant: Option<String>,
+    /// Snowflake worker IDs (a power of two, 2 to 1024). The default, 0, gives fewer workers than
+    /// nodes (2 for 3 nodes, 4 for 5), so leases expire and get taken over during the run.
+    #[arg(long, default_value_t = 0)]
+    snowflake_workers: u64,
     /// Concurrent client loops.
     #[arg(long, default_value_t = 6)]
     clients: usize,
@@ -97,6 +101,23 @@ struct Args {
     /// Also writes the summary as Markdown to this file.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Prints the seed's schedule for `--duration` (each fault taking its hold time) and exits.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// What one run does.
+#[derive(Clone, Copy)]
+struct RunPlan<'a> {
+    clients: usize,
+    kinds: &'a [FaultKind],
+    seed: u64,
+    /// Voters at the start.
+    size: usize,
+    /// How long faults are injected.
+    duration: Duration,
+    /// How many nodes must serve snowflake IDs after healing (fewer workers than nodes).
+    snowflake_quota: usize,
 }
 
 /// What one run found.
@@ -146,6 +167,18 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     };
     if !binary.exists() {
         bail!("no leafraft binary at {} (build it, or pass --binary)", binary.display());
+    }
+    if args.dry_run {
+        let mut at = Duration::ZERO;
+        for plan in faults::schedule(args.seed, &kinds) {
+            at += plan.gap;
+            if at >= args.duration {
+                break;
+            }
+            println!("{:>8.3}s  {:<16} hold {:.1}s", at.as_secs_f64(), plan.kind.name(), plan.hold.as_secs_f64());
+            at += plan.hold;
+        }
+        return Ok(true);
     }
     net::cleanup_stale();
     let Some(soak) = args.soak else {
@@ -211,14 +244,44 @@ async fn run_once(
             None
         }
         (NetMode::Netns, Err(why)) => bail!("network namespaces unavailable: {why}"),
-        (_, Ok(())) => Some(Net::create(&format!("lc{pid}"), (1 + pid % 250) as u8, size + 2)?),
+        (mode, Ok(())) => match Net::create(&format!("lc{pid}"), (1 + pid % 250) as u8, size + 2) {
+            Ok(net) => Some(net),
+            Err(e) if mode == NetMode::Auto => {
+                eprintln!("chaos: could not build network namespaces ({e:#}): loopback, no partitions");
+                None
+            }
+            Err(e) => return Err(e),
+        },
     };
     let network = if net.is_some() { "netns" } else { "loopback" };
     let faketime = std::path::Path::new(nodes::FAKETIME_LIB).exists();
-    let nodes = Arc::new(Nodes::new(binary.to_path_buf(), dir.clone(), net, faketime, args.plant.clone())?);
+    let workers = match args.snowflake_workers {
+        // The largest power of two below the node count, at least 2.
+        0 => std::iter::successors(Some(2u64), |w| Some(w * 2)).take_while(|w| *w < size as u64).last().unwrap_or(2),
+        n => n,
+    };
+    if !workers.is_power_of_two() || !(2..=1024).contains(&workers) {
+        bail!("--snowflake-workers must be a power of two from 2 to 1024, got {workers}");
+    }
+    let worker_bits = workers.trailing_zeros();
+    let layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits, sequence_bits: 22 - worker_bits };
+    // Short leases, so a paused or cut-off holder loses its worker within a run and a node without
+    // one takes it over: the path where two holders could overlap.
+    let serve_args: Vec<String> = [
+        "--snowflake-worker-bits".to_string(),
+        worker_bits.to_string(),
+        "--snowflake-sequence-bits".into(),
+        (22 - worker_bits).to_string(),
+        "--worker-lease-ms".into(),
+        "4000".into(),
+        "--snowflake-window-ms".into(),
+        "1500".into(),
+    ]
+    .into();
+    let nodes = Arc::new(Nodes::new(binary.to_path_buf(), dir.clone(), net, faketime, args.plant.clone(), serve_args)?);
     let (kinds, skipped) = faults::available_kinds(&nodes, wanted);
     println!(
-        "leafraft-chaos seed={seed} nodes={size} duration={}s network={network} clocks={} clients={}{}",
+        "leafraft-chaos seed={seed} nodes={size} duration={}s network={network} clocks={} workers={workers} clients={}{}",
         duration.as_secs(),
         if faketime { "libfaketime" } else { "real" },
         args.clients,
@@ -228,7 +291,9 @@ async fn run_once(
         println!("skipped fault kinds: {}", skipped.join(", "));
     }
     let record = Arc::new(Record::default());
-    let outcome = drive(args, &nodes, &record, &kinds, seed, size, duration).await;
+    let quota = workers.min(size as u64) as usize;
+    let plan = RunPlan { clients: args.clients, kinds: &kinds, seed, size, duration, snowflake_quota: quota };
+    let outcome = drive(&nodes, &record, &plan).await;
     let (history, final_recovery) = match outcome {
         Ok(found) => found,
         Err(e) => {
@@ -238,7 +303,6 @@ async fn run_once(
         }
     };
     nodes.kill_all();
-    let layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
     let mut checks = checker::check(&history, &layout);
     let recoveries = record.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone();
     checks.push(Check::outside(
@@ -288,17 +352,14 @@ async fn run_once(
 /// Starts the cluster, runs clients and faults, heals, waits for every node to serve again and
 /// answers the history with how long that final recovery took (or why it failed).
 async fn drive(
-    args: &Args,
     nodes: &Arc<Nodes>,
     record: &Arc<Record>,
-    kinds: &[FaultKind],
-    seed: u64,
-    size: usize,
-    duration: Duration,
+    run: &RunPlan<'_>,
 ) -> anyhow::Result<(History, Result<Duration, String>)> {
+    let RunPlan { clients: n_clients, kinds, seed, size, duration, snowflake_quota } = *run;
     nodes.start_initial(size)?;
     record.event(nodes, format!("started {size} nodes"));
-    wait_serving(nodes, Duration::from_secs(60), false)
+    wait_serving(nodes, Duration::from_secs(60), false, 0)
         .await
         .map_err(anyhow::Error::msg)
         .context("cluster formation")?;
@@ -308,13 +369,16 @@ async fn drive(
             .await
             .with_context(|| format!("create tag {tag}"))?;
     }
-    wait_serving(nodes, Duration::from_secs(60), true).await.map_err(anyhow::Error::msg).context("first IDs")?;
+    wait_serving(nodes, Duration::from_secs(60), true, snowflake_quota)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("first IDs")?;
     record.event(nodes, "every node serves: clients start, faults begin");
 
     let started = nodes.started();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut clients = Vec::new();
-    for client in 0..args.clients {
+    for client in 0..n_clients {
         let client_seed = seed.wrapping_mul(1000).wrapping_add(client as u64);
         clients.push(tokio::spawn(workload::client(Arc::clone(nodes), client_seed, started, stop_rx.clone())));
     }
@@ -337,7 +401,8 @@ async fn drive(
         }
     }
     let healed = Instant::now();
-    let final_recovery = wait_serving(nodes, FINAL_RECOVERY_DEADLINE, true).await.map(|()| healed.elapsed());
+    let final_recovery =
+        wait_serving(nodes, FINAL_RECOVERY_DEADLINE, true, snowflake_quota).await.map(|()| healed.elapsed());
     match &final_recovery {
         Ok(took) => record.event(nodes, format!("every node serves again, {:.3}s after healing", took.as_secs_f64())),
         Err(why) => record.event(nodes, format!("FINAL RECOVERY FAILED: {why}")),
@@ -358,53 +423,69 @@ async fn drive(
     Ok((history, final_recovery))
 }
 
-/// Waits until every node answers `/readyz` (and, with `ids`, a segment ID of every tag and a
-/// snowflake ID), or answers which nodes did not, and why.
-async fn wait_serving(nodes: &Nodes, deadline: Duration, ids: bool) -> Result<(), String> {
+/// Waits until every node answers `/readyz` (and, with `ids`, a segment ID of every tag, and
+/// `snowflake_quota` nodes a snowflake ID: there may be fewer workers than nodes), or answers what
+/// was still missing.
+async fn wait_serving(nodes: &Nodes, deadline: Duration, ids: bool, snowflake_quota: usize) -> Result<(), String> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().map_err(|e| e.to_string())?;
     let until = Instant::now() + deadline;
     let mut paths = vec!["/readyz".to_string()];
     if ids {
         paths.extend(workload::TAGS.iter().map(|(tag, _)| format!("/v1/segment/{tag}")));
-        paths.push("/v1/snowflake".into());
     }
     let mut serving = std::collections::BTreeSet::new();
+    let mut snowflake = std::collections::BTreeSet::new();
+    let mut last = String::new();
     loop {
-        let mut last = String::new();
-        for target in nodes.targets() {
-            if serving.contains(&target.id) {
-                continue;
-            }
-            let mut ok = true;
-            for path in &paths {
-                match http.get(format!("{}{path}", target.url)).send().await {
-                    Ok(answer) if answer.status().is_success() => {}
-                    Ok(answer) => {
-                        let status = answer.status();
-                        let body: Value = answer.json().await.unwrap_or(Value::Null);
-                        last = format!("node {} {path}: {status} {body}", target.id);
-                        ok = false;
-                        break;
+        let targets = nodes.targets();
+        for target in &targets {
+            if !serving.contains(&target.id) {
+                match get_ok(&http, &target.url, &paths).await {
+                    Ok(()) => {
+                        serving.insert(target.id);
                     }
-                    Err(e) => {
-                        last = format!("node {} {path}: {e}", target.id);
-                        ok = false;
-                        break;
-                    }
+                    Err(why) => last = format!("node {} {why}", target.id),
                 }
             }
-            if ok {
-                serving.insert(target.id);
+            if ids && !snowflake.contains(&target.id) && snowflake.len() < snowflake_quota {
+                match get_ok(&http, &target.url, &["/v1/snowflake".to_string()]).await {
+                    Ok(()) => {
+                        snowflake.insert(target.id);
+                    }
+                    Err(why) => last = format!("node {} {why}", target.id),
+                }
             }
         }
-        if nodes.targets().iter().all(|target| serving.contains(&target.id)) {
+        let quota = snowflake_quota.min(targets.len());
+        if targets.iter().all(|target| serving.contains(&target.id)) && (!ids || snowflake.len() >= quota) {
             return Ok(());
         }
         if Instant::now() >= until {
-            return Err(format!("not every node served within {deadline:?}; last: {last}"));
+            return Err(format!(
+                "within {deadline:?}, {} of {} nodes served segment IDs and {} of the {quota} needed snowflake IDs; last: {last}",
+                serving.len(),
+                targets.len(),
+                snowflake.len()
+            ));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// GETs every path in turn; the first that fails says why.
+async fn get_ok(http: &reqwest::Client, url: &str, paths: &[String]) -> Result<(), String> {
+    for path in paths {
+        match http.get(format!("{url}{path}")).send().await {
+            Ok(answer) if answer.status().is_success() => {}
+            Ok(answer) => {
+                let status = answer.status();
+                let body: Value = answer.json().await.unwrap_or(Value::Null);
+                return Err(format!("{path}: {status} {body}"));
+            }
+            Err(e) => return Err(format!("{path}: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// `90`, `90s`, `5m`, `1h30m`: a bare number is seconds.
@@ -477,6 +558,9 @@ fn print_report(summary: &Summary, record: &Record) {
             check.checked,
             check.violations
         );
+        if !check.note.is_empty() {
+            println!("       ({})", check.note);
+        }
         for example in &check.examples {
             println!("       {example}");
         }

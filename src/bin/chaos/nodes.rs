@@ -68,6 +68,8 @@ pub struct Nodes {
     net: Option<Net>,
     faketime: bool,
     planted: Option<String>,
+    /// Flags every node gets (the snowflake layout and lease of the run).
+    serve_args: Vec<String>,
     nodes: Mutex<BTreeMap<u64, Node>>,
     /// Node IDs ever used; a new node always gets a fresh one.
     next_id: AtomicU32,
@@ -102,6 +104,7 @@ impl Nodes {
         net: Option<Net>,
         faketime: bool,
         planted: Option<String>,
+        serve_args: Vec<String>,
     ) -> anyhow::Result<Nodes> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
         Ok(Nodes {
@@ -111,6 +114,7 @@ impl Nodes {
             net,
             faketime,
             planted,
+            serve_args,
             nodes: Mutex::new(BTreeMap::new()),
             next_id: AtomicU32::new(1),
             http,
@@ -211,6 +215,7 @@ impl Nodes {
             .arg("--data-dir")
             .arg(&node.data_dir)
             .args(["--secret", &self.secret])
+            .args(&self.serve_args)
             .args(&node.args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

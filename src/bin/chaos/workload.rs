@@ -57,7 +57,13 @@ pub async fn client(
             Endpoint::SnowflakeList => rng.gen_range(1..=50),
             Endpoint::LeafSegment | Endpoint::LeafSnowflake => 1,
         };
-        ops.push(call(&http, target, endpoint, tag, count, started).await);
+        let op = call(&http, target, endpoint, tag, count, started).await;
+        // A refused connection comes back at once; without a pause a client would spend the run
+        // on a dead node instead of the live ones.
+        if matches!(&op.outcome, Outcome::Failed(code) if code == "CONNECT") {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        ops.push(op);
     }
     Ok(ops)
 }
