@@ -29,6 +29,8 @@ pub enum FaultKind {
     KillFollower,
     /// SIGSTOP of the leader for the hold, then SIGCONT: a deposed leader waking up.
     PauseLeader,
+    /// SIGSTOP of a follower: a worker holder whose lease runs out while it sleeps.
+    PauseFollower,
     /// The leader cut off from every other node (clients still reach it).
     IsolateLeader,
     /// A minority cut off from the majority.
@@ -49,10 +51,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Relative frequencies: the leader's death most often.
-    const WEIGHTS: [(FaultKind, u32); 11] = [
+    const WEIGHTS: [(FaultKind, u32); 12] = [
         (FaultKind::KillLeader, 16),
         (FaultKind::KillFollower, 7),
         (FaultKind::PauseLeader, 10),
+        (FaultKind::PauseFollower, 5),
         (FaultKind::IsolateLeader, 9),
         (FaultKind::SplitMajority, 6),
         (FaultKind::Bridge, 5),
@@ -68,6 +71,7 @@ impl FaultKind {
             FaultKind::KillLeader => "kill-leader",
             FaultKind::KillFollower => "kill-follower",
             FaultKind::PauseLeader => "pause-leader",
+            FaultKind::PauseFollower => "pause-follower",
             FaultKind::IsolateLeader => "isolate-leader",
             FaultKind::SplitMajority => "split-majority",
             FaultKind::Bridge => "bridge",
@@ -91,7 +95,7 @@ impl FaultKind {
         matches!(self, FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge)
     }
 
-    fn needs_clocks(self) -> bool {
+    pub fn needs_clocks(self) -> bool {
         matches!(self, FaultKind::ClockStep | FaultKind::ClockDrift)
     }
 }
@@ -111,9 +115,16 @@ pub struct Plan {
     pub coin: bool,
 }
 
-/// The endless schedule of `seed`, with the kinds this machine can inject.
-pub fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_fa17);
+/// The two lanes of `seed`: clock faults run in their own lane, at the same time as the others, so a
+/// clock can be wrong while a leader dies or a partition heals.
+pub fn lanes(seed: u64, kinds: &[FaultKind]) -> (impl Iterator<Item = Plan>, impl Iterator<Item = Plan>) {
+    let (clocks, others): (Vec<FaultKind>, Vec<FaultKind>) = kinds.iter().partition(|kind| kind.needs_clocks());
+    (schedule(seed ^ 0x5eed_fa17, &others), schedule(seed ^ 0xc10c_c10c, &clocks))
+}
+
+/// An endless schedule of `kinds` from `seed`.
+fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let weights: Vec<(FaultKind, u32)> =
         FaultKind::WEIGHTS.into_iter().filter(|(kind, _)| kinds.contains(kind)).collect();
     let total: u32 = weights.iter().map(|(_, w)| w).sum();
@@ -133,6 +144,7 @@ pub fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
         let hold_ms = match kind {
             FaultKind::KillLeader | FaultKind::KillFollower => rng.gen_range(300..4000),
             FaultKind::PauseLeader => rng.gen_range(1000..6000),
+            FaultKind::PauseFollower => rng.gen_range(1000..8000),
             FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge => rng.gen_range(1500..8000),
             FaultKind::ClockStep => rng.gen_range(2000..10_000),
             FaultKind::ClockDrift => rng.gen_range(4000..15_000),
@@ -198,8 +210,17 @@ impl Record {
     }
 }
 
+/// Plays both lanes of `seed` until `until`.
+pub async fn run(nodes: Arc<Nodes>, record: Arc<Record>, seed: u64, kinds: &[FaultKind], size: usize, until: Instant) {
+    let (main, clocks) = lanes(seed, kinds);
+    let clocks: Vec<Plan> = clocks.take(10_000).collect();
+    let clock_lane = tokio::spawn(run_lane(Arc::clone(&nodes), Arc::clone(&record), clocks.into_iter(), size, until));
+    run_lane(nodes, record, main, size, until).await;
+    let _ = clock_lane.await;
+}
+
 /// Injects faults from `plans` until `until`, one at a time, healing each before the next.
-pub async fn run(
+async fn run_lane(
     nodes: Arc<Nodes>,
     record: Arc<Record>,
     plans: impl Iterator<Item = Plan>,
@@ -279,15 +300,16 @@ async fn inject(
     let hold = plan.hold;
     let ev = |text: String| record.event(nodes, text);
     match plan.kind {
-        FaultKind::KillLeader | FaultKind::KillFollower | FaultKind::PauseLeader => {
+        FaultKind::KillLeader | FaultKind::KillFollower | FaultKind::PauseLeader | FaultKind::PauseFollower => {
+            let pausing = matches!(plan.kind, FaultKind::PauseLeader | FaultKind::PauseFollower);
             let (victim, is_leader) = match (plan.kind, leader) {
-                (FaultKind::KillFollower, _) => (pick(&followers, plan.pick), false),
+                (FaultKind::KillFollower | FaultKind::PauseFollower, _) => (pick(&followers, plan.pick), false),
                 (_, Some(leader)) => (Some(leader.node), true),
                 (_, None) => (pick(&running, plan.pick), false),
             };
             let Some(victim) = victim else { return ev(format!("{}: no node to hit", plan.kind.name())) };
             let role = if is_leader { "leader" } else { "follower" };
-            if plan.kind == FaultKind::PauseLeader {
+            if pausing {
                 ev(format!("SIGSTOP node {victim} ({role}) for {:.1}s", hold.as_secs_f64()));
                 nodes.pause(victim);
             } else {
@@ -298,7 +320,7 @@ async fn inject(
                 watch_recovery(nodes, record, plan.kind, leader, watchers);
             }
             tokio::time::sleep(hold).await;
-            if plan.kind == FaultKind::PauseLeader {
+            if pausing {
                 ev(format!("SIGCONT node {victim}"));
                 nodes.resume(victim);
             } else {

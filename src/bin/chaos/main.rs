@@ -169,14 +169,24 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         bail!("no leafraft binary at {} (build it, or pass --binary)", binary.display());
     }
     if args.dry_run {
-        let mut at = Duration::ZERO;
-        for plan in faults::schedule(args.seed, &kinds) {
-            at += plan.gap;
-            if at >= args.duration {
-                break;
+        let (main, clocks) = faults::lanes(args.seed, &kinds);
+        let mut lines = Vec::new();
+        for (lane, plans) in
+            [("", Box::new(main) as Box<dyn Iterator<Item = faults::Plan>>), ("clock lane: ", Box::new(clocks))]
+        {
+            let mut at = Duration::ZERO;
+            for plan in plans {
+                at += plan.gap;
+                if at >= args.duration {
+                    break;
+                }
+                lines.push((at, format!("{lane}{} hold {:.1}s", plan.kind.name(), plan.hold.as_secs_f64())));
+                at += plan.hold;
             }
-            println!("{:>8.3}s  {:<16} hold {:.1}s", at.as_secs_f64(), plan.kind.name(), plan.hold.as_secs_f64());
-            at += plan.hold;
+        }
+        lines.sort_by_key(|(at, _)| *at);
+        for (at, line) in lines {
+            println!("{:>8.3}s  {line}", at.as_secs_f64());
         }
         return Ok(true);
     }
@@ -384,8 +394,7 @@ async fn drive(
     }
     let poller = tokio::spawn(workload::max_id_poller(Arc::clone(nodes), started, stop_rx.clone()));
 
-    let plans = faults::schedule(seed, kinds);
-    faults::run(Arc::clone(nodes), Arc::clone(record), plans, size, Instant::now() + duration).await;
+    faults::run(Arc::clone(nodes), Arc::clone(record), seed, kinds, size, Instant::now() + duration).await;
 
     record.event(nodes, "heal everything: SIGCONT, network, clocks, restart stopped nodes");
     for id in nodes.ids() {
