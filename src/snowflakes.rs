@@ -54,14 +54,47 @@ pub struct SnowflakeStatus {
     pub clock_offset_ms: Option<i64>,
     pub peers_checked: usize,
     pub ids_issued: u64,
+    /// Peer clock checks completed since start (each one's verdict applied).
+    pub clock_checks: u64,
 }
 
 /// The outcome of one peer clock check.
+#[derive(Debug)]
 enum ClockVerdict {
     Serve,
     Refuse(Error),
-    /// No peer answered: keep whatever was decided before.
+    /// Too few peers answered to decide either way: keep whatever was decided before.
     Keep,
+}
+
+/// Judges this node's clock from the offsets (peer minus local, ms) of the peers that answered, out
+/// of `members` nodes in the membership, this one included.
+///
+/// Serve only when this node and the peers agreeing with it (within `max_skew_ms`) are a majority of
+/// the members: then a wrong clock among them is outvoted. Refuse when any answering peer disagrees
+/// and there is no such majority: with half or fewer answering, nobody can tell which side is wrong,
+/// and serving with a wrong clock lets other nodes take this node's worker over by their clocks while
+/// it still issues inside its window. Keep the last verdict when nobody disagrees but too few answered
+/// (a node cut off from its peers neither starts nor stops serving because of it).
+fn clock_verdict(offsets: &[i64], members: usize, max_skew_ms: i64) -> ClockVerdict {
+    let disagreeing = offsets.iter().filter(|offset| offset.abs() > max_skew_ms).count();
+    let agreeing = 1 + offsets.len() - disagreeing;
+    if 2 * agreeing > members {
+        return ClockVerdict::Serve;
+    }
+    if disagreeing == 0 {
+        return ClockVerdict::Keep;
+    }
+    let median = offsets.get(offsets.len().saturating_sub(1) / 2).copied().unwrap_or(0);
+    ClockVerdict::Refuse(Error::new(
+        ErrorCode::ClockBackwards,
+        format!(
+            "this node's clock is further than --max-clock-skew-ms {max_skew_ms} from {disagreeing} of the {} peers \
+             that answered (median offset {median} ms), and fewer than a majority of the {members} members agree \
+             with it; snowflake is refused until a majority does",
+            offsets.len()
+        ),
+    ))
 }
 
 /// The held worker and the generator issuing from it.
@@ -78,6 +111,7 @@ struct State {
     refused: Option<Error>,
     clock_offset_ms: Option<i64>,
     peers_checked: usize,
+    clock_checks: u64,
     layout_agreed: bool,
     stopped: bool,
 }
@@ -228,6 +262,7 @@ impl Snowflakes {
                 ClockVerdict::Refuse(error) => state.refused = Some(error),
                 ClockVerdict::Keep => {}
             }
+            state.clock_checks += 1;
             if state.stopped || state.refused.is_some() {
                 return;
             }
@@ -298,24 +333,8 @@ impl Snowflakes {
             state.clock_offset_ms = (!offsets.is_empty()).then(|| offsets[(offsets.len() - 1) / 2]);
             state.peers_checked = offsets.len();
         }
-        if offsets.is_empty() {
-            return if peers.is_empty() { ClockVerdict::Serve } else { ClockVerdict::Keep };
-        }
         let max_skew = i64::try_from(millis(self.config.max_skew)).unwrap_or(i64::MAX);
-        let disagreeing = offsets.iter().filter(|offset| offset.abs() > max_skew).count();
-        let agreeing = 1 + offsets.len() - disagreeing;
-        if disagreeing <= agreeing {
-            return ClockVerdict::Serve;
-        }
-        ClockVerdict::Refuse(Error::new(
-            ErrorCode::ClockBackwards,
-            format!(
-                "this node's clock is further than --max-clock-skew-ms {max_skew} from {disagreeing} of the {} \
-                 peers that answered (median offset {} ms); snowflake is refused until it agrees",
-                offsets.len(),
-                offsets[(offsets.len() - 1) / 2]
-            ),
-        ))
+        clock_verdict(&offsets, peers.len() + 1, max_skew)
     }
 
     async fn acquire(&self) {
@@ -406,6 +425,7 @@ impl Snowflakes {
             clock_offset_ms: state.clock_offset_ms,
             peers_checked: state.peers_checked,
             ids_issued: self.issued.load(Ordering::Relaxed),
+            clock_checks: state.clock_checks,
         }
     }
 
@@ -413,5 +433,57 @@ impl Snowflakes {
     pub fn years_left(&self) -> f64 {
         let ms_left = self.layout.last_timestamp_ms().saturating_sub(now_ms());
         ms_left as f64 / (365.25 * 24.0 * 3600.0 * 1000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SKEW: i64 = 1000;
+
+    fn verdict(offsets: &[i64], members: usize) -> &'static str {
+        match clock_verdict(offsets, members, SKEW) {
+            ClockVerdict::Serve => "serve",
+            ClockVerdict::Refuse(_) => "refuse",
+            ClockVerdict::Keep => "keep",
+        }
+    }
+
+    /// Found by the chaos suite (seed 202, 5 nodes): a node whose clock had been stepped 6.2 s back
+    /// came out of a partition, heard from one peer (which disagreed) and, one against one, was
+    /// judged fine. It acquired a worker with its wrong clock; a node on true time then saw that
+    /// lease as 6 s stale, took the worker over, and both issued from it at once: unique IDs, but a
+    /// worker's IDs going back in time (`snowflake-order`).
+    #[test]
+    fn regression_a_tied_clock_check_refuses_instead_of_serving() {
+        assert_eq!(verdict(&[6182], 5), "refuse");
+        assert_eq!(verdict(&[-6182], 2), "refuse");
+        assert_eq!(verdict(&[6182, 12], 4), "refuse");
+    }
+
+    #[test]
+    fn a_majority_agreeing_serves_even_with_a_wrong_peer() {
+        assert_eq!(verdict(&[3_600_000, 5], 3), "serve");
+        assert_eq!(verdict(&[3_600_000, 5, -20], 5), "serve");
+        assert_eq!(verdict(&[0, 0, 0, 0], 5), "serve");
+    }
+
+    #[test]
+    fn a_majority_disagreeing_refuses() {
+        assert_eq!(verdict(&[-3_600_000, -3_600_010], 3), "refuse");
+        assert_eq!(verdict(&[6000, 6000, 6000, 10], 5), "refuse");
+    }
+
+    #[test]
+    fn too_few_answers_without_disagreement_keep_the_last_verdict() {
+        assert_eq!(verdict(&[], 3), "keep");
+        assert_eq!(verdict(&[10], 5), "keep");
+        assert_eq!(verdict(&[10], 4), "keep");
+    }
+
+    #[test]
+    fn a_single_node_serves() {
+        assert_eq!(verdict(&[], 1), "serve");
     }
 }

@@ -528,6 +528,7 @@ mod tests {
                 clock_offset_ms: Some(-3),
                 peers_checked: 2,
                 ids_issued: 9,
+                clock_checks: 40,
             },
             years_left: 52.9,
         }

@@ -12,6 +12,7 @@ mod membership;
 mod no_quorum;
 mod rebuild;
 mod regression_paused_leader_stall;
+mod regression_tied_clock_check;
 mod security;
 mod segments;
 mod segments_chaos;
