@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::time::Duration;
+use std::time::Instant;
 
 use serde::Deserialize;
 use serde::Serialize;
@@ -102,6 +103,19 @@ struct Holding {
     worker: u32,
     epoch: u64,
     generator: Generator,
+    /// On the monotonic clock: when another node could take the worker over, at the earliest, if
+    /// no later extension commits. Issuing stops there whatever the wall clock says, because a wall
+    /// clock stepped back makes the committed window look open long after the lease ran out.
+    valid_until: Instant,
+}
+
+/// How long after asking for a lease (or an extension) its holder may issue from it, on its own
+/// monotonic clock: others judge expiry by their wall clocks against the holder's `now_ms`, and two
+/// clocks that passed the peer check differ by up to twice the allowed skew. Never shorter than the
+/// window: with a lease under window + 2 × skew the window is the only bound (honest clocks still
+/// end it before the lease), and the operator chose that.
+fn lease_validity(lease: Duration, max_skew: Duration, window: Duration) -> Duration {
+    lease.saturating_sub(max_skew.saturating_mul(2)).max(window)
 }
 
 #[derive(Default)]
@@ -172,6 +186,12 @@ impl Snowflakes {
                 let Some(holding) = state.holding.as_mut() else {
                     return Err(Error::new(ErrorCode::WorkerUnavailable, "this node holds no snowflake worker yet"));
                 };
+                if Instant::now() >= holding.valid_until {
+                    return Err(Error::new(
+                        ErrorCode::WorkerUnavailable,
+                        "no extension of this node's worker lease has committed in time; it may have been taken over",
+                    ));
+                }
                 let mut refusal = None;
                 while (ids.len() as u64) < count {
                     match holding.generator.next(now_ms()) {
@@ -271,9 +291,10 @@ impl Snowflakes {
         match holding {
             None => self.acquire().await,
             Some((worker, epoch, window_end)) => {
+                let asked = Instant::now();
                 let now = now_ms();
                 if window_end.saturating_sub(now) < millis(self.config.window) / 2 {
-                    self.extend(worker, epoch, now).await;
+                    self.extend(worker, epoch, asked, now).await;
                 }
             }
         }
@@ -338,6 +359,8 @@ impl Snowflakes {
     }
 
     async fn acquire(&self) {
+        // Before the `now_ms` the lease is judged by, so the validity errs early.
+        let asked = Instant::now();
         let request = raft::Request::AcquireWorker {
             node: self.cluster.node_id(),
             now_ms: now_ms(),
@@ -358,7 +381,8 @@ impl Snowflakes {
                 tracing::info!(worker, epoch, floor_ms, window_end_ms, "snowflake worker acquired");
                 let mut state = self.lock();
                 if !state.stopped {
-                    state.holding = Some(Holding { worker, epoch, generator });
+                    let valid_until = asked + self.lease_validity();
+                    state.holding = Some(Holding { worker, epoch, generator, valid_until });
                 }
             }
             Ok(raft::Response::Rejected(rejection)) => tracing::warn!(%rejection, "no snowflake worker acquired"),
@@ -367,7 +391,12 @@ impl Snowflakes {
         }
     }
 
-    async fn extend(&self, worker: u32, epoch: u64, now: u64) {
+    fn lease_validity(&self) -> Duration {
+        lease_validity(self.config.lease, self.config.max_skew, self.config.window)
+    }
+
+    /// `asked` is read before `now`, so the validity errs early.
+    async fn extend(&self, worker: u32, epoch: u64, asked: Instant, now: u64) {
         let window_end_ms = now.saturating_add(millis(self.config.window));
         let request = raft::Request::ExtendWorker { worker, epoch, window_end_ms, now_ms: now };
         match self.cluster.write(request).await {
@@ -375,6 +404,7 @@ impl Snowflakes {
                 let mut state = self.lock();
                 if let Some(holding) = state.holding.as_mut().filter(|h| h.epoch == epoch) {
                     holding.generator.extend_window(window_end_ms);
+                    holding.valid_until = holding.valid_until.max(asked + self.lease_validity());
                 }
             }
             Ok(raft::Response::Rejected(raft::Rejection::LeaseLost)) => {
@@ -480,6 +510,23 @@ mod tests {
         assert_eq!(verdict(&[], 3), "keep");
         assert_eq!(verdict(&[10], 5), "keep");
         assert_eq!(verdict(&[10], 4), "keep");
+    }
+
+    /// Found by the chaos suite (seed 303, 3 nodes): the leader holding worker 1 was cut off, so
+    /// its lease ran out and another node took the worker over; meanwhile its wall clock was
+    /// stepped 7 s back, which made its old committed window look open again, and 6 s after the
+    /// takeover it issued IDs from that window: below the new holder's, so unique, but the worker's
+    /// IDs went back in time. A holding is now valid for a bounded time on the monotonic clock.
+    #[test]
+    fn regression_a_holding_expires_on_the_monotonic_clock_before_any_takeover() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        // The chaos settings: 4 s lease, 1 s skew, 1.5 s window: stop 2 s after asking.
+        assert_eq!(lease_validity(s(4), s(1), ms(1500)), s(2));
+        // The defaults: 60 s lease, 1 s skew, 10 s window.
+        assert_eq!(lease_validity(s(60), s(1), s(10)), s(58));
+        // A skew allowance as long as the lease: the window is all that bounds it.
+        assert_eq!(lease_validity(s(60), s(60), s(10)), s(10));
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod formation;
 mod membership;
 mod no_quorum;
 mod rebuild;
+mod regression_deposed_holder_clock_back;
 mod regression_paused_leader_stall;
 mod regression_tied_clock_check;
 mod security;
