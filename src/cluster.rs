@@ -354,17 +354,30 @@ impl Cluster {
                 tracing::info!(node_id, "removing member");
                 self.change_membership(change, remaining).await
             }
-            Forwarded::ReadIndex => {
+            Forwarded::ReadIndex => loop {
+                let heartbeat = Duration::from_millis(self.raft.config().heartbeat_interval);
+                let remaining = deadline.saturating_duration_since(Instant::now());
                 let res =
                     tokio::time::timeout(remaining, self.raft.get_read_log_id()).await.map_err(|_| timed_out())?;
                 match res {
-                    Ok((read_log_id, _applied)) => Ok(ForwardedReply::ReadIndex(read_log_id.map(|id| id.index))),
-                    Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(_))) => {
-                        Err(Attempt::NotLeader)
+                    Ok((read_log_id, _applied)) => {
+                        return Ok(ForwardedReply::ReadIndex(read_log_id.map(|id| id.index)))
                     }
-                    Err(e) => Err(Attempt::Failed(Error::no_leader(format!("cannot confirm leadership: {e}")))),
+                    Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(_))) => {
+                        return Err(Attempt::NotLeader)
+                    }
+                    // A leader just elected, or one whose followers answer late under load, can
+                    // miss one heartbeat round. A read index changes nothing, so it is asked
+                    // again, a heartbeat later, until the deadline.
+                    Err(RaftError::APIError(openraft::error::CheckIsLeaderError::QuorumNotEnough(e)))
+                        if Instant::now() + heartbeat < deadline =>
+                    {
+                        tracing::debug!(error = %e, "leadership not confirmed by a quorum; asking again");
+                        tokio::time::sleep(heartbeat).await;
+                    }
+                    Err(e) => return Err(Attempt::Failed(Error::no_leader(format!("cannot confirm leadership: {e}")))),
                 }
-            }
+            },
         }
     }
 
