@@ -304,14 +304,13 @@ fn worker_holders_disjoint(history: &History, layout: &Layout) -> Check {
             if holder.is_none() {
                 continue;
             }
-            if let Some(&(reach, other, other_op)) = top.iter().find(|(_, h, _)| *h != holder) {
+            if let Some(&(reach, _, other_op)) = top.iter().find(|(_, h, _)| *h != holder) {
                 if first <= reach {
                     check.violation(|| {
                         format!(
                             "worker {worker}: millisecond {first} used by {} and by {} (up to {reach})",
                             where_(&history.ops[op]),
-                            other.map(|inc| inc.to_string()).unwrap_or_default()
-                                + &format!(" in {}", where_(&history.ops[other_op]))
+                            where_(&history.ops[other_op])
                         )
                     });
                 }

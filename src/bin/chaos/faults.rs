@@ -213,8 +213,7 @@ impl Record {
 /// Plays both lanes of `seed` until `until`.
 pub async fn run(nodes: Arc<Nodes>, record: Arc<Record>, seed: u64, kinds: &[FaultKind], size: usize, until: Instant) {
     let (main, clocks) = lanes(seed, kinds);
-    let clocks: Vec<Plan> = clocks.take(10_000).collect();
-    let clock_lane = tokio::spawn(run_lane(Arc::clone(&nodes), Arc::clone(&record), clocks.into_iter(), size, until));
+    let clock_lane = tokio::spawn(run_lane(Arc::clone(&nodes), Arc::clone(&record), clocks, size, until));
     run_lane(nodes, record, main, size, until).await;
     let _ = clock_lane.await;
 }

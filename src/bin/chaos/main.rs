@@ -194,7 +194,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     let Some(soak) = args.soak else {
         let summary = run_once(&args, &binary, &kinds, args.seed, args.nodes, args.duration).await?;
         if let Some(path) = &args.report {
-            std::fs::write(path, markdown(&[summary.clone_for_report()], args.duration))?;
+            std::fs::write(path, markdown(std::slice::from_ref(&summary)))?;
         }
         return Ok(summary.passed);
     };
@@ -210,29 +210,13 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         summaries.push(summary);
     }
     let all_passed = summaries.iter().all(|s| s.passed);
-    let text = markdown(&summaries, soak);
+    let text = markdown(&summaries);
     println!("\n{text}");
     if let Some(path) = &args.report {
         std::fs::write(path, &text)?;
     }
     println!("RESULT: {} soak of {} runs", if all_passed { "PASS" } else { "FAIL" }, summaries.len());
     Ok(all_passed)
-}
-
-impl Summary {
-    fn clone_for_report(&self) -> Summary {
-        Summary {
-            seed: self.seed,
-            nodes: self.nodes,
-            duration: self.duration,
-            passed: self.passed,
-            checks: self.checks.clone(),
-            tally: self.tally.clone(),
-            faults: self.faults.clone(),
-            recoveries: self.recoveries.clone(),
-            final_recovery: self.final_recovery,
-        }
-    }
 }
 
 async fn run_once(
@@ -577,7 +561,7 @@ fn print_report(summary: &Summary, record: &Record) {
 }
 
 /// The Markdown summary of runs (the soak report of `docs/reliability.md`).
-fn markdown(summaries: &[Summary], total: Duration) -> String {
+fn markdown(summaries: &[Summary]) -> String {
     let mut out = String::new();
     let passed = summaries.iter().filter(|s| s.passed).count();
     out.push_str(&format!(
@@ -586,7 +570,6 @@ fn markdown(summaries: &[Summary], total: Duration) -> String {
         passed,
         summaries.iter().map(|s| s.duration.as_secs_f64()).sum::<f64>() / 60.0
     ));
-    let _ = total;
     out.push_str("| seed | nodes | faults injected | segment IDs | snowflake IDs | new leader p50 / max | result |\n");
     out.push_str("| ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
     for s in summaries {

@@ -52,7 +52,7 @@ pub async fn client(
         let endpoint = Endpoint::ALL[rng.gen_range(0..Endpoint::ALL.len())];
         let tag = TAGS[rng.gen_range(0..TAGS.len())].0;
         let count: u64 = match endpoint {
-            Endpoint::SegmentList => *[1, 1, 5, 100].get(rng.gen_range(0..4)).unwrap_or(&1),
+            Endpoint::SegmentList => [1, 1, 5, 100][rng.gen_range(0..4)],
             Endpoint::SegmentRanges => rng.gen_range(1..=1000),
             Endpoint::SnowflakeList => rng.gen_range(1..=50),
             Endpoint::LeafSegment | Endpoint::LeafSnowflake => 1,
@@ -140,7 +140,6 @@ fn parse(endpoint: Endpoint, tag: &str, status: reqwest::StatusCode, body: &str)
         return Outcome::Failed(code);
     }
     let malformed = || Outcome::Malformed(body.chars().take(200).collect());
-    let number = |v: &Value| v.as_str().and_then(|s| s.parse::<u64>().ok());
     match endpoint {
         Endpoint::LeafSegment => match body.trim().parse::<u64>() {
             Ok(id) => Outcome::Segment { tag: tag.into(), ranges: vec![(id, id.saturating_add(1))] },
@@ -151,12 +150,7 @@ fn parse(endpoint: Endpoint, tag: &str, status: reqwest::StatusCode, body: &str)
             Err(_) => malformed(),
         },
         Endpoint::SegmentList => {
-            let Ok(json) = serde_json::from_str::<Value>(body) else { return malformed() };
-            let Some(ids) = json["ids"].as_array().map(|ids| ids.iter().map(number).collect::<Option<Vec<u64>>>())
-            else {
-                return malformed();
-            };
-            let Some(ids) = ids else { return malformed() };
+            let Some(ids) = id_list(body) else { return malformed() };
             // Consecutive IDs as runs: ranges are what the checker compares.
             let mut ranges: Vec<(u64, u64)> = Vec::new();
             for id in ids {
@@ -168,25 +162,31 @@ fn parse(endpoint: Endpoint, tag: &str, status: reqwest::StatusCode, body: &str)
             Outcome::Segment { tag: tag.into(), ranges }
         }
         Endpoint::SegmentRanges => {
-            let Ok(json) = serde_json::from_str::<Value>(body) else { return malformed() };
-            let Some(ranges) = json["ranges"].as_array().map(|rs| {
-                rs.iter().map(|r| Some((number(&r["start"])?, number(&r["end"])?))).collect::<Option<Vec<_>>>()
-            }) else {
-                return malformed();
-            };
+            let json = serde_json::from_str::<Value>(body).ok();
+            let ranges = json.as_ref().and_then(|json| json["ranges"].as_array()).and_then(|ranges| {
+                ranges.iter().map(|r| Some((decimal(&r["start"])?, decimal(&r["end"])?))).collect::<Option<Vec<_>>>()
+            });
             match ranges {
                 Some(ranges) => Outcome::Segment { tag: tag.into(), ranges },
                 None => malformed(),
             }
         }
-        Endpoint::SnowflakeList => {
-            let Ok(json) = serde_json::from_str::<Value>(body) else { return malformed() };
-            match json["ids"].as_array().map(|ids| ids.iter().map(number).collect::<Option<Vec<u64>>>()) {
-                Some(Some(ids)) => Outcome::Snowflake(ids),
-                _ => malformed(),
-            }
-        }
+        Endpoint::SnowflakeList => match id_list(body) {
+            Some(ids) => Outcome::Snowflake(ids),
+            None => malformed(),
+        },
     }
+}
+
+/// An ID as the API writes it: a decimal string.
+fn decimal(value: &Value) -> Option<u64> {
+    value.as_str().and_then(|s| s.parse().ok())
+}
+
+/// The `ids` of a `{"ids": ["1", ...]}` answer, if every one parses.
+fn id_list(body: &str) -> Option<Vec<u64>> {
+    let json = serde_json::from_str::<Value>(body).ok()?;
+    json["ids"].as_array()?.iter().map(decimal).collect()
 }
 
 /// Reads every tag's `max_id` from every node, locally and through the leader, every 100 ms, until
