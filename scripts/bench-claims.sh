@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 duration=5
 [ "${1:-}" = "--duration-secs" ] && duration=$2
 
-cargo build --release --quiet
+cargo build --release --quiet -p leafraft -p leafraft-tools
 bin=./target/release/leafraft
-"$bin" bench claims --nodes 3 --concurrency 1,4,16 --duration-secs "$duration"
+bench=./target/release/leafraft-bench
+"$bench" claims --nodes 3 --concurrency 1,4,16 --duration-secs "$duration"
 
 if ! command -v etcd >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -48,5 +49,5 @@ for port in "${client[@]}"; do
   for _ in $(seq 1 200); do curl -sf "127.0.0.1:$port/health" | grep -q true && break; sleep 0.05; done
 done
 echo "etcd $(etcd --version | head -1 | awk '{print $3}'), 3 members on loopback (fsync on, as always in etcd):"
-"$bin" bench etcd-claims --concurrency 1,4,16 --duration-secs "$duration" \
+"$bench" etcd-claims --concurrency 1,4,16 --duration-secs "$duration" \
   --endpoint "http://127.0.0.1:${client[0]},http://127.0.0.1:${client[1]},http://127.0.0.1:${client[2]}"

@@ -22,8 +22,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-cargo build --release --quiet
+cargo build --release --quiet -p leafraft -p leafraft-tools
 bin=./target/release/leafraft
+bench=./target/release/leafraft-bench
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -60,10 +61,10 @@ urls() { # urls PATH ADDR... -> comma separated URLs
   (IFS=,; echo "${out[*]}")
 }
 
-load() { "$bin" bench http --json --concurrency "$concurrency" --duration-secs "$duration" "$@"; }
+load() { "$bench" http --json --concurrency "$concurrency" --duration-secs "$duration" "$@"; }
 # load_for SECS ARGS...: like load with its own duration.
-load_for() { local secs=$1; shift; "$bin" bench http --json --concurrency "$concurrency" --duration-secs "$secs" "$@"; }
-warm() { "$bin" bench http --json --concurrency "$concurrency" --duration-secs 2 "$@" >/dev/null; }
+load_for() { local secs=$1; shift; "$bench" http --json --concurrency "$concurrency" --duration-secs "$secs" "$@"; }
+warm() { "$bench" http --json --concurrency "$concurrency" --duration-secs 2 "$@" >/dev/null; }
 
 metric_total() { # metric_total REGEX ADDR...: sum of matching series over the nodes
   local regex=$1; shift
@@ -80,7 +81,7 @@ waits_total() { metric_total '^leafraft_segment_waits_total[{]' "$@"; }
 echo "== machine: $(nproc) cores; load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
 
 counter_port=$(free_port)
-"$bin" bench counter-server --listen "127.0.0.1:$counter_port" >/dev/null 2>&1 &
+"$bench" counter-server --listen "127.0.0.1:$counter_port" >/dev/null 2>&1 &
 pids+=($!)
 start_cluster main
 nodes=("${cluster[@]}")

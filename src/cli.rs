@@ -1,14 +1,16 @@
 //! The command line (clap derive). Nothing below this module sees clap: `serve` arguments become
-//! a `config::FileConfig` layer, client subcommands call `client::Client`.
+//! a `config::Settings` layer, client subcommands call `client::Client`.
 
 use std::path::PathBuf;
 
 use clap::ArgAction;
+use clap::ArgGroup;
 use clap::Args;
 use clap::Parser;
 use clap::Subcommand;
 
-use crate::config::FileConfig;
+use crate::config::Settings;
+use crate::recover::margin;
 
 #[derive(Debug, Parser)]
 #[command(name = "leafraft", version, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
@@ -55,14 +57,91 @@ pub enum Command {
         #[command(subcommand)]
         command: WorkerCommand,
     },
-    /// Built-in benchmarks.
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Load generators and baselines (runs `leafraft-bench`, built from the `tools` crate, from
+    /// beside this binary): `claims`, `http`, `etcd-claims`, `counter-server`.
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Probe `GET /readyz`: exit 0 when the node answers 200, 1 otherwise (a Docker HEALTHCHECK).
     Health {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Write a consistent copy of the replicated state, read through the leader, to a file.
+    Backup {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The file to write (atomically: a temporary file beside it, synced, then renamed).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// After a lost majority: build a new one-member cluster from a survivor's data directory or a
+    /// backup, with every max_id and the snowflake floor raised by a safety margin (docs/operations.md).
+    Recover(Box<RecoverArgs>),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["from_data_dir", "from"])))]
+pub struct RecoverArgs {
+    /// The new cluster's data directory: must not exist, or be empty.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// A survivor's data directory. Its process must be stopped (kill -9 is fine); it is only read,
+    /// through a copy.
+    #[arg(long)]
+    pub from_data_dir: Option<PathBuf>,
+    /// A file written by `leafraft backup`.
+    #[arg(long)]
+    pub from: Option<PathBuf>,
+    /// The node ID of the new cluster's one member; serve it with the same --node-id.
+    #[arg(long, default_value_t = 1)]
+    pub node_id: u64,
+    /// The address the member serves at [default: the survivor's for --node-id, else 127.0.0.1:8080].
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// IDs added to every tag on top of the computed margin.
+    #[arg(long, default_value_t = 0)]
+    pub margin: u64,
+    /// The most claims the old cluster could commit per second: every tag is raised by this times
+    /// 10,000,000 (the largest step) per second since the copy.
+    #[arg(long, default_value_t = margin::DEFAULT_CLAIMS_PER_SEC)]
+    pub claims_per_sec: u64,
+    /// How far the old cluster's clocks may have been ahead of this machine's; added to the time since
+    /// the copy and to the snowflake floor.
+    #[arg(long, default_value_t = margin::DEFAULT_MARGIN_MS)]
+    pub margin_ms: u64,
+    /// The longest --worker-lease-ms the old cluster ran with.
+    #[arg(long, default_value_t = margin::DEFAULT_WORKER_LEASE_MS)]
+    pub worker_lease_ms: u64,
+    /// The time (Unix ms) after which the old cluster committed nothing the copy lacks, instead of the
+    /// time the copy records (a backup's, or the survivor's latest committed clock).
+    #[arg(long)]
+    pub copy_time_ms: Option<u64>,
+}
+
+impl RecoverArgs {
+    pub fn options(&self) -> crate::recover::RecoverOptions {
+        use crate::recover::Source;
+        let source = match (&self.from_data_dir, &self.from) {
+            (Some(dir), _) => Source::DataDir(dir.clone()),
+            (None, file) => Source::Backup(file.clone().unwrap_or_default()),
+        };
+        crate::recover::RecoverOptions {
+            data_dir: self.data_dir.clone(),
+            source,
+            node_id: self.node_id,
+            advertise: self.advertise.clone(),
+            margin: margin::MarginOptions {
+                margin_ids: self.margin,
+                claims_per_sec: self.claims_per_sec,
+                margin_ms: self.margin_ms,
+                worker_lease_ms: self.worker_lease_ms,
+            },
+            copy_time_ms: self.copy_time_ms,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,63 +168,6 @@ pub enum WorkerCommand {
     },
     /// Free a worker whose holder is gone for good (the next holder starts above its window).
     Release { worker_id: u32 },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum BenchCommand {
-    /// Raft-committed segment claims per second and their latency on a local in-process cluster.
-    Claims {
-        /// Cluster size.
-        #[arg(long, default_value_t = 3)]
-        nodes: usize,
-        /// Concurrent claimers, one run per value.
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
-        concurrency: Vec<usize>,
-        /// Seconds per run.
-        #[arg(long, default_value_t = 5)]
-        duration_secs: u64,
-        /// fdatasync every log write (as in production).
-        #[arg(long, default_value_t = true, action = ArgAction::Set)]
-        fsync: bool,
-    },
-    /// HTTP load: keep-alive connections, fixed duration, latency histogram, duplicate check.
-    Http {
-        /// Target URLs (comma separated); workers are spread over them.
-        #[arg(long = "url", value_delimiter = ',', required = true)]
-        urls: Vec<String>,
-        /// Concurrent connections.
-        #[arg(long, default_value_t = 8)]
-        concurrency: usize,
-        #[arg(long, default_value_t = 10)]
-        duration_secs: u64,
-        /// Total requests per second (default: as fast as possible).
-        #[arg(long)]
-        rate: Option<f64>,
-        /// Skip collecting IDs for the duplicate check.
-        #[arg(long)]
-        no_check: bool,
-        /// Print the report as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// The claims baseline: the same claim as a compare-and-swap transaction on etcd.
-    #[command(hide = true)]
-    EtcdClaims {
-        /// etcd client URLs (comma separated), e.g. http://127.0.0.1:2379.
-        #[arg(long = "endpoint", value_delimiter = ',', required = true)]
-        endpoints: Vec<String>,
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
-        concurrency: Vec<usize>,
-        #[arg(long, default_value_t = 5)]
-        duration_secs: u64,
-    },
-    /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
-    /// compares leafraft against.
-    #[command(hide = true)]
-    CounterServer {
-        #[arg(long, default_value = "127.0.0.1:8099")]
-        listen: String,
-    },
 }
 
 /// Every flag also reads `LEAFRAFT_<FLAG>` and the `--config` TOML file (flags > env > file).
@@ -193,6 +215,9 @@ pub struct ServeArgs {
     /// How long a write may take to commit before NO_LEADER [default: 5000].
     #[arg(long, env = "LEAFRAFT_WRITE_TIMEOUT_MS")]
     pub write_timeout_ms: Option<u64>,
+    /// How long adding a learner waits for it to catch up before answering 503 [default: 60000].
+    #[arg(long, env = "LEAFRAFT_LEARNER_TIMEOUT_MS")]
+    pub learner_timeout_ms: Option<u64>,
     /// Log format: text or json [default: text].
     #[arg(long, env = "LEAFRAFT_LOG_FORMAT")]
     pub log_format: Option<String>,
@@ -237,8 +262,8 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The flag-and-environment layer of the configuration.
-    pub fn layer(&self) -> FileConfig {
-        FileConfig {
+    pub fn layer(&self) -> Settings {
+        Settings {
             node_id: self.node_id,
             listen: self.listen.clone(),
             advertise: self.advertise.clone(),
@@ -252,6 +277,7 @@ impl ServeArgs {
             heartbeat_ms: self.heartbeat_ms,
             election_timeout_ms: self.election_timeout_ms,
             write_timeout_ms: self.write_timeout_ms,
+            learner_timeout_ms: self.learner_timeout_ms,
             log_format: self.log_format.clone(),
             segment_wait_ms: self.segment_wait_ms,
             preload: self.preload.then_some(true),

@@ -84,6 +84,13 @@ impl Client {
         path: &str,
         body: Option<&B>,
     ) -> Result<T, ClientError> {
+        let bytes = self.send(method, path, body).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ClientError::Transport(format!("{}{path}: unexpected answer: {e}", self.base)))
+    }
+
+    /// The body of a successful answer as bytes; an error answer in the API's shape otherwise.
+    async fn send<B: Serialize>(&self, method: Method, path: &str, body: Option<&B>) -> Result<Vec<u8>, ClientError> {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method, &url);
         if let Some(secret) = &self.secret {
@@ -96,8 +103,7 @@ impl Client {
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| ClientError::Transport(format!("{url}: {e}")))?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes)
-                .map_err(|e| ClientError::Transport(format!("{url}: unexpected answer: {e}")));
+            return Ok(bytes.to_vec());
         }
         match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(body) => {
@@ -195,7 +201,21 @@ impl Client {
     }
 
     pub async fn add_learner(&self, node_id: u64, addr: &str) -> Result<ClusterStatus, ClientError> {
-        let body = serde_json::json!({"node_id": node_id, "addr": addr});
+        self.add_learner_as(node_id, addr, None).await
+    }
+
+    /// Adds a learner that says which data dir it runs on (`incarnation`, 16 hex digits), as a
+    /// node started with `--join` does.
+    pub async fn add_learner_as(
+        &self,
+        node_id: u64,
+        addr: &str,
+        incarnation: Option<&str>,
+    ) -> Result<ClusterStatus, ClientError> {
+        let mut body = serde_json::json!({"node_id": node_id, "addr": addr});
+        if let Some(incarnation) = incarnation {
+            body["incarnation"] = serde_json::Value::from(incarnation);
+        }
         self.call(Method::POST, "/v1/cluster/learners", Some(&body)).await
     }
 
@@ -206,6 +226,11 @@ impl Client {
 
     pub async fn remove_member(&self, node_id: u64) -> Result<ClusterStatus, ClientError> {
         self.call::<(), _>(Method::DELETE, &format!("/v1/cluster/members/{node_id}"), None).await
+    }
+
+    /// The bytes of a backup file (`GET /v1/backup`, with the secret).
+    pub async fn backup(&self) -> Result<Vec<u8>, ClientError> {
+        self.send::<()>(Method::GET, "/v1/backup", None).await
     }
 
     /// `Ok(())` when `/readyz` answers 200.

@@ -1,8 +1,9 @@
 //! `Config`: everything `leafraft serve` needs, validated, with no clap types in sight.
 //!
 //! Values come from three layers, flags over `LEAFRAFT_*` environment variables over a TOML file
-//! (`--config`); `cli.rs` resolves the first two, [`FileConfig`] is the third, and [`Config::resolve`]
-//! merges them and checks the result.
+//! (`--config`). Each layer is a [`Settings`] (every value optional): `cli.rs` gives the flags and
+//! the environment as one, [`Settings::load`] reads the file, [`Settings::over`] stacks them, and
+//! [`Config::resolve`] applies the defaults and checks the result.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -55,15 +56,18 @@ pub struct Config {
     pub election_timeout: Duration,
     /// How long a write may take to reach a leader and commit before `NO_LEADER`.
     pub write_timeout: Duration,
+    /// How long adding a learner waits for it to catch up before `NO_LEADER` (it stays a learner).
+    pub learner_timeout: Duration,
     pub log_format: LogFormat,
-    pub segments: crate::segments::SegmentConfig,
-    pub snowflake: crate::snowflakes::SnowflakeConfig,
+    pub segments: SegmentConfig,
+    pub snowflake: SnowflakeConfig,
 }
 
-/// The layer of values that flags and environment variables give (`None`: not given).
+/// One layer of settings: the flags and environment variables, or the TOML file (`None`: not
+/// given in this layer).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Settings {
     pub node_id: Option<NodeId>,
     pub listen: Option<String>,
     pub advertise: Option<String>,
@@ -77,6 +81,7 @@ pub struct FileConfig {
     pub heartbeat_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
     pub write_timeout_ms: Option<u64>,
+    pub learner_timeout_ms: Option<u64>,
     pub log_format: Option<String>,
     pub segment_wait_ms: Option<u64>,
     pub preload: Option<bool>,
@@ -92,8 +97,8 @@ pub struct FileConfig {
     pub snowflake_random_sequence: Option<bool>,
 }
 
-impl FileConfig {
-    pub fn load(path: &Path) -> Result<FileConfig, String> {
+impl Settings {
+    pub fn load(path: &Path) -> Result<Settings, String> {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
@@ -107,8 +112,8 @@ impl FileConfig {
     }
 
     /// `self` wins where it has a value; `lower` fills the rest.
-    pub fn over(self, lower: FileConfig) -> FileConfig {
-        FileConfig {
+    pub fn over(self, lower: Settings) -> Settings {
+        Settings {
             node_id: self.node_id.or(lower.node_id),
             listen: self.listen.or(lower.listen),
             advertise: self.advertise.or(lower.advertise),
@@ -122,6 +127,7 @@ impl FileConfig {
             heartbeat_ms: self.heartbeat_ms.or(lower.heartbeat_ms),
             election_timeout_ms: self.election_timeout_ms.or(lower.election_timeout_ms),
             write_timeout_ms: self.write_timeout_ms.or(lower.write_timeout_ms),
+            learner_timeout_ms: self.learner_timeout_ms.or(lower.learner_timeout_ms),
             log_format: self.log_format.or(lower.log_format),
             segment_wait_ms: self.segment_wait_ms.or(lower.segment_wait_ms),
             preload: self.preload.or(lower.preload),
@@ -141,114 +147,33 @@ impl FileConfig {
 
 impl Config {
     /// Applies the defaults to the merged layers and validates the result.
-    pub fn resolve(layers: FileConfig) -> Result<Config, String> {
+    pub fn resolve(layers: Settings) -> Result<Config, String> {
         let node_id = layers.node_id.unwrap_or(1);
-        let listen_text = layers.listen.unwrap_or_else(|| "127.0.0.1:8080".to_string());
+        let listen_text = layers.listen.clone().unwrap_or_else(|| "127.0.0.1:8080".to_string());
         let listen = resolve_addr(&listen_text)?;
-
-        let bootstrap = match (layers.initial_cluster, layers.join) {
-            (Some(_), Some(_)) => return Err("--initial-cluster and --join exclude each other".into()),
-            (Some(text), None) => {
-                let members = parse_initial_cluster(&text)?;
-                if !members.contains_key(&node_id) {
-                    return Err(format!("--initial-cluster does not list this node (--node-id {node_id})"));
-                }
-                Bootstrap::InitialCluster(members)
-            }
-            (None, Some(text)) => {
-                let addrs: Vec<String> =
-                    text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-                if addrs.is_empty() {
-                    return Err("--join needs at least one HOST:PORT".into());
-                }
-                Bootstrap::Join(addrs)
-            }
-            (None, None) => Bootstrap::Single,
-        };
-
-        let advertise = match (layers.advertise, &bootstrap) {
-            (Some(advertise), _) => advertise,
-            (None, Bootstrap::InitialCluster(members)) => members[&node_id].clone(),
-            (None, _) if listen.ip().is_unspecified() => {
-                return Err(format!("--listen {listen} is a wildcard address: give --advertise HOST:PORT"));
-            }
-            (None, _) => listen.to_string(),
-        };
-        if let Bootstrap::InitialCluster(members) = &bootstrap {
-            if members[&node_id] != advertise {
-                return Err(format!(
-                    "--initial-cluster lists node {node_id} at {}, but it advertises {advertise}",
-                    members[&node_id]
-                ));
-            }
-        }
-
-        let secret = layers.secret.filter(|s| !s.is_empty());
-        let insecure = layers.insecure.unwrap_or(false);
-        if !listen.ip().is_loopback() && secret.is_none() && !insecure {
+        let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
+        let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
+        let secret = layers.secret.clone().filter(|s| !s.is_empty());
+        if !listen.ip().is_loopback() && secret.is_none() && !layers.insecure.unwrap_or(false) {
             return Err(format!(
                 "--listen {listen} is reachable from other hosts: give --secret (or --insecure to run without one)"
             ));
         }
-
-        let heartbeat = Duration::from_millis(layers.heartbeat_ms.unwrap_or(50));
-        // Measured: a new leader takes about 3.5 election timeouts after the old one dies; 300 ms
-        // keeps that well inside SPEC's 2 s.
-        let election_timeout = Duration::from_millis(layers.election_timeout_ms.unwrap_or(300));
-        if heartbeat.is_zero() || election_timeout <= heartbeat {
-            return Err("--election-timeout-ms must be larger than --heartbeat-ms (and both above 0)".into());
-        }
-        let write_timeout = Duration::from_millis(layers.write_timeout_ms.unwrap_or(5000));
-        if write_timeout.is_zero() {
-            return Err("--write-timeout-ms must be above 0".into());
+        let (heartbeat, election_timeout, write_timeout) = resolve_timing(&layers)?;
+        let learner_timeout = Duration::from_millis(layers.learner_timeout_ms.unwrap_or(60_000));
+        if learner_timeout.is_zero() {
+            return Err("--learner-timeout-ms must be above 0".into());
         }
         let log_format = match layers.log_format.as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
             Some(other) => return Err(format!("--log-format must be text or json, got '{other}'")),
         };
-
-        let segment_duration = match layers.segment_duration_ms {
-            Some(0) => return Err("--segment-duration-ms must be above 0".into()),
-            Some(ms) => Duration::from_millis(ms),
-            None => StepPolicy::LEAF.segment_duration,
-        };
-        let segments = SegmentConfig {
-            wait: Duration::from_millis(layers.segment_wait_ms.unwrap_or(100)),
-            step_policy: StepPolicy { segment_duration, ..StepPolicy::LEAF },
-            preload: layers.preload.unwrap_or(false),
-        };
-
-        let leaf = SnowflakeLayout::LEAF;
-        let layout = SnowflakeLayout {
-            epoch_ms: layers.snowflake_epoch_ms.unwrap_or(leaf.epoch_ms),
-            time_bits: layers.snowflake_time_bits.unwrap_or(leaf.time_bits),
-            worker_bits: layers.snowflake_worker_bits.unwrap_or(leaf.worker_bits),
-            sequence_bits: layers.snowflake_sequence_bits.unwrap_or(leaf.sequence_bits),
-        };
-        layout.validate().map_err(|e| format!("invalid snowflake layout: {e}"))?;
-        let window = Duration::from_millis(layers.snowflake_window_ms.unwrap_or(10_000));
-        if window.is_zero() || window > Duration::from_millis(raft::snowflake::MAX_WINDOW_MS) {
-            return Err(format!("--snowflake-window-ms must be 1 to {}", raft::snowflake::MAX_WINDOW_MS));
-        }
-        let lease = Duration::from_millis(layers.worker_lease_ms.unwrap_or(60_000));
-        if lease <= window {
-            return Err("--worker-lease-ms must be longer than --snowflake-window-ms".into());
-        }
-        let snowflake = SnowflakeConfig {
-            layout,
-            window,
-            lease,
-            max_backward: Duration::from_millis(layers.max_clock_backward_ms.unwrap_or(1000)),
-            max_skew: Duration::from_millis(layers.max_clock_skew_ms.unwrap_or(1000)),
-            random_sequence: layers.snowflake_random_sequence.unwrap_or(false),
-        };
-
         Ok(Config {
             node_id,
             listen,
             advertise,
-            data_dir: layers.data_dir.unwrap_or_else(|| PathBuf::from("./leafraft-data")),
+            data_dir: layers.data_dir.clone().unwrap_or_else(|| PathBuf::from("./leafraft-data")),
             bootstrap,
             learner: layers.learner.unwrap_or(false),
             secret,
@@ -256,9 +181,10 @@ impl Config {
             heartbeat,
             election_timeout,
             write_timeout,
+            learner_timeout,
             log_format,
-            segments,
-            snowflake,
+            segments: resolve_segments(&layers)?,
+            snowflake: resolve_snowflake(&layers)?,
         })
     }
 
@@ -273,10 +199,122 @@ impl Config {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
             max_in_snapshot_log_to_keep: 1000,
             purge_batch_size: 256,
+            // The largest `/raft/*` body follows from these two (`raft::codec::MAX_RPC_BYTES`).
+            snapshot_max_chunk_size: raft::codec::SNAPSHOT_CHUNK_BYTES,
+            max_payload_entries: raft::codec::MAX_PAYLOAD_ENTRIES,
             ..Default::default()
         };
         config.validate().map_err(|e| format!("invalid Raft timing: {e}"))
     }
+}
+
+fn resolve_bootstrap(
+    node_id: NodeId,
+    initial_cluster: Option<String>,
+    join: Option<String>,
+) -> Result<Bootstrap, String> {
+    match (initial_cluster, join) {
+        (Some(_), Some(_)) => Err("--initial-cluster and --join exclude each other".into()),
+        (Some(text), None) => {
+            let members = parse_initial_cluster(&text)?;
+            if !members.contains_key(&node_id) {
+                return Err(format!("--initial-cluster does not list this node (--node-id {node_id})"));
+            }
+            Ok(Bootstrap::InitialCluster(members))
+        }
+        (None, Some(text)) => {
+            let addrs: Vec<String> =
+                text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+            if addrs.is_empty() {
+                return Err("--join needs at least one HOST:PORT".into());
+            }
+            Ok(Bootstrap::Join(addrs))
+        }
+        (None, None) => Ok(Bootstrap::Single),
+    }
+}
+
+/// The address peers reach this node at: given, else the one `--initial-cluster` lists for it,
+/// else the listen address (unless that is a wildcard).
+fn resolve_advertise(
+    node_id: NodeId,
+    listen: SocketAddr,
+    advertise: Option<String>,
+    bootstrap: &Bootstrap,
+) -> Result<String, String> {
+    let advertise = match (advertise, bootstrap) {
+        (Some(advertise), _) => advertise,
+        (None, Bootstrap::InitialCluster(members)) => members[&node_id].clone(),
+        (None, _) if listen.ip().is_unspecified() => {
+            return Err(format!("--listen {listen} is a wildcard address: give --advertise HOST:PORT"));
+        }
+        (None, _) => listen.to_string(),
+    };
+    if let Bootstrap::InitialCluster(members) = bootstrap {
+        if members[&node_id] != advertise {
+            return Err(format!(
+                "--initial-cluster lists node {node_id} at {}, but it advertises {advertise}",
+                members[&node_id]
+            ));
+        }
+    }
+    Ok(advertise)
+}
+
+/// Heartbeat, election timeout and write timeout.
+fn resolve_timing(layers: &Settings) -> Result<(Duration, Duration, Duration), String> {
+    let heartbeat = Duration::from_millis(layers.heartbeat_ms.unwrap_or(50));
+    // Measured: a new leader takes about 3.5 election timeouts after the old one dies; 300 ms
+    // keeps that well inside SPEC's 2 s.
+    let election_timeout = Duration::from_millis(layers.election_timeout_ms.unwrap_or(300));
+    if heartbeat.is_zero() || election_timeout <= heartbeat {
+        return Err("--election-timeout-ms must be larger than --heartbeat-ms (and both above 0)".into());
+    }
+    let write_timeout = Duration::from_millis(layers.write_timeout_ms.unwrap_or(5000));
+    if write_timeout.is_zero() {
+        return Err("--write-timeout-ms must be above 0".into());
+    }
+    Ok((heartbeat, election_timeout, write_timeout))
+}
+
+fn resolve_segments(layers: &Settings) -> Result<SegmentConfig, String> {
+    let segment_duration = match layers.segment_duration_ms {
+        Some(0) => return Err("--segment-duration-ms must be above 0".into()),
+        Some(ms) => Duration::from_millis(ms),
+        None => StepPolicy::LEAF.segment_duration,
+    };
+    Ok(SegmentConfig {
+        wait: Duration::from_millis(layers.segment_wait_ms.unwrap_or(100)),
+        step_policy: StepPolicy { segment_duration, ..StepPolicy::LEAF },
+        preload: layers.preload.unwrap_or(false),
+    })
+}
+
+fn resolve_snowflake(layers: &Settings) -> Result<SnowflakeConfig, String> {
+    let leaf = SnowflakeLayout::LEAF;
+    let layout = SnowflakeLayout {
+        epoch_ms: layers.snowflake_epoch_ms.unwrap_or(leaf.epoch_ms),
+        time_bits: layers.snowflake_time_bits.unwrap_or(leaf.time_bits),
+        worker_bits: layers.snowflake_worker_bits.unwrap_or(leaf.worker_bits),
+        sequence_bits: layers.snowflake_sequence_bits.unwrap_or(leaf.sequence_bits),
+    };
+    layout.validate().map_err(|e| format!("invalid snowflake layout: {e}"))?;
+    let window = Duration::from_millis(layers.snowflake_window_ms.unwrap_or(10_000));
+    if window.is_zero() || window > Duration::from_millis(raft::snowflake::MAX_WINDOW_MS) {
+        return Err(format!("--snowflake-window-ms must be 1 to {}", raft::snowflake::MAX_WINDOW_MS));
+    }
+    let lease = Duration::from_millis(layers.worker_lease_ms.unwrap_or(60_000));
+    if lease <= window {
+        return Err("--worker-lease-ms must be longer than --snowflake-window-ms".into());
+    }
+    Ok(SnowflakeConfig {
+        layout,
+        window,
+        lease,
+        max_backward: Duration::from_millis(layers.max_clock_backward_ms.unwrap_or(1000)),
+        max_skew: Duration::from_millis(layers.max_clock_skew_ms.unwrap_or(1000)),
+        random_sequence: layers.snowflake_random_sequence.unwrap_or(false),
+    })
 }
 
 fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
@@ -311,94 +349,4 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Str
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn layers(f: impl FnOnce(&mut FileConfig)) -> FileConfig {
-        let mut layers = FileConfig::default();
-        f(&mut layers);
-        layers
-    }
-
-    #[test]
-    fn embedded_default() {
-        let config = Config::resolve(FileConfig::default()).unwrap();
-        assert_eq!(config.node_id, 1);
-        assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
-        assert_eq!(config.advertise, "127.0.0.1:8080");
-        assert_eq!(config.bootstrap, Bootstrap::Single);
-        assert!(config.fsync);
-        config.raft_config().unwrap();
-    }
-
-    #[test]
-    fn initial_cluster_gives_advertise_and_must_list_self() {
-        let config = Config::resolve(layers(|l| {
-            l.node_id = Some(2);
-            l.listen = Some("127.0.0.1:9002".into());
-            l.initial_cluster = Some("1=127.0.0.1:9001, 2=127.0.0.1:9002".into());
-        }))
-        .unwrap();
-        assert_eq!(config.advertise, "127.0.0.1:9002");
-        let err = Config::resolve(layers(|l| {
-            l.node_id = Some(3);
-            l.initial_cluster = Some("1=127.0.0.1:9001".into());
-        }))
-        .unwrap_err();
-        assert!(err.contains("does not list this node"), "{err}");
-        for bad in ["1", "x=a:1", "1=a:1,1=b:2", "1=nohost", ""] {
-            assert!(parse_initial_cluster(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn non_loopback_needs_secret_or_insecure() {
-        let public = |l: &mut FileConfig| {
-            l.listen = Some("0.0.0.0:8080".into());
-            l.advertise = Some("10.0.0.1:8080".into());
-        };
-        assert!(Config::resolve(layers(public)).unwrap_err().contains("--secret"));
-        assert!(Config::resolve(layers(|l| {
-            public(l);
-            l.secret = Some("s".into());
-        }))
-        .is_ok());
-        assert!(Config::resolve(layers(|l| {
-            public(l);
-            l.insecure = Some(true);
-        }))
-        .is_ok());
-    }
-
-    #[test]
-    fn higher_layer_wins() {
-        let flags = layers(|l| l.node_id = Some(3));
-        let file = layers(|l| {
-            l.node_id = Some(9);
-            l.data_dir = Some("/x".into());
-        });
-        let merged = flags.over(file);
-        assert_eq!(merged.node_id, Some(3));
-        assert_eq!(merged.data_dir, Some(PathBuf::from("/x")));
-    }
-
-    #[test]
-    fn snowflake_layout_is_validated() {
-        let config = Config::resolve(FileConfig::default()).unwrap();
-        assert_eq!(config.snowflake.layout, SnowflakeLayout::LEAF);
-        let err = Config::resolve(layers(|l| l.snowflake_worker_bits = Some(12))).unwrap_err();
-        assert!(err.contains("63"), "{err}");
-        let ok = Config::resolve(layers(|l| {
-            l.snowflake_worker_bits = Some(8);
-            l.snowflake_sequence_bits = Some(14);
-        }));
-        assert!(ok.is_ok());
-        assert!(Config::resolve(layers(|l| l.worker_lease_ms = Some(5_000))).is_err());
-    }
-
-    #[test]
-    fn file_rejects_unknown_keys() {
-        assert!(toml::from_str::<FileConfig>("node_id = 2\nbogus = 1").is_err());
-        assert_eq!(toml::from_str::<FileConfig>("node_id = 2").unwrap().node_id, Some(2));
-    }
-}
+mod tests;

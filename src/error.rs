@@ -28,6 +28,11 @@ pub enum ErrorCode {
     NodeNotFound,
     Unauthorized,
     NotFound,
+    /// A join, vote, append or forward between nodes of different clusters, or from a member
+    /// whose data dir is not the one the membership records.
+    ClusterMismatch,
+    /// Promotion of a learner that does not yet replicate the leader's log.
+    LearnerNotCaughtUp,
 }
 
 impl ErrorCode {
@@ -48,6 +53,8 @@ impl ErrorCode {
             ErrorCode::NodeNotFound => "NODE_NOT_FOUND",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::ClusterMismatch => "CLUSTER_MISMATCH",
+            ErrorCode::LearnerNotCaughtUp => "LEARNER_NOT_CAUGHT_UP",
         }
     }
 
@@ -63,7 +70,9 @@ impl ErrorCode {
             | ErrorCode::TagExists
             | ErrorCode::MaxIdDecrease
             | ErrorCode::NotALearner
-            | ErrorCode::LastVoter => StatusCode::CONFLICT,
+            | ErrorCode::LastVoter
+            | ErrorCode::ClusterMismatch
+            | ErrorCode::LearnerNotCaughtUp => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         }

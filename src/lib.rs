@@ -14,15 +14,19 @@
 //!   claims and worker leases.
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
+//! - [`failstop`]: the watchers that stop a node whose storage fails.
 //! - [`import`]: `leafraft tag import`, moving a Leaf `leaf_alloc` table over.
 //! - [`client`]: a typed client of the API for the CLI and the tests.
 //! - [`planted`]: bugs planted on purpose (debug builds only) to prove the chaos checker fails.
-//! - [`bench`]: built-in benchmarks (`leafraft bench claims`).
+//! - [`backup`]: the backup file of `GET /v1/backup` and `leafraft backup`.
+//! - [`recover`]: `leafraft recover`, a new cluster from a survivor or a backup after a lost
+//!   majority, with the pure safety margin.
 //!
 //! The Raft types, commands and state machine live in the `raft` crate, sled in `storage`.
 
 pub mod api;
-pub mod bench;
+pub mod backup;
+pub mod bootstrap;
 pub mod cli;
 pub mod client;
 pub mod clock;
@@ -30,10 +34,12 @@ pub mod cluster;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod failstop;
 pub mod import;
 pub mod metrics;
 pub mod node;
 pub mod planted;
+pub mod recover;
 pub mod segments;
 pub mod snowflakes;
 

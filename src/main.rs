@@ -5,7 +5,6 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use leafraft::api::UpdateTag;
-use leafraft::cli::BenchCommand;
 use leafraft::cli::Cli;
 use leafraft::cli::ClientArgs;
 use leafraft::cli::ClusterCommand;
@@ -17,8 +16,8 @@ use leafraft::cli::WorkerCommand;
 use leafraft::client::Client;
 use leafraft::cluster::ClusterStatus;
 use leafraft::config::Config;
-use leafraft::config::FileConfig;
 use leafraft::config::LogFormat;
+use leafraft::config::Settings;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -26,15 +25,61 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => return fail(format!("cannot start the async runtime: {e}")),
     };
-    match cli.command {
+    let code = match cli.command {
         Command::Serve(args) => runtime.block_on(serve(*args)),
         Command::Cluster { client, command } => runtime.block_on(cluster(client, command)),
         Command::Tag { client, command } => runtime.block_on(tag(client, command)),
         Command::Id { client, command } => runtime.block_on(id(client, command)),
         Command::Decode { client, id } => runtime.block_on(decode(client, id)),
         Command::Worker { client, command } => runtime.block_on(worker(client, command)),
-        Command::Bench(command) => runtime.block_on(bench(command)),
+        Command::Bench { args } => bench(args),
         Command::Health { client } => runtime.block_on(health(client)),
+        Command::Backup { client, out } => runtime.block_on(backup(client, out)),
+        Command::Recover(args) => runtime.block_on(recover(*args)),
+    };
+    // A node that stops after a storage failure may leave a blocking task stuck on the disk;
+    // the exit must not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
+}
+
+/// `leafraft backup`: fetch, check, write atomically, and say what was written.
+async fn backup(args: ClientArgs, out: std::path::PathBuf) -> ExitCode {
+    let client = Client::new(&args.server, args.secret);
+    let bytes = match client.backup().await {
+        Ok(bytes) => bytes,
+        Err(e) => return fail(e),
+    };
+    let backup = match leafraft::backup::decode(&bytes) {
+        Ok(backup) => backup,
+        Err(e) => return fail(format!("{} answered a backup this binary cannot use: {e}", client.base())),
+    };
+    if let Err(e) = leafraft::backup::write_file(&out, &bytes) {
+        return fail(format!("cannot write {}: {e}", out.display()));
+    }
+    eprintln!(
+        "backup of cluster {:016x} at log index {} ({} tags, taken at {} ms) written to {} ({} bytes)",
+        backup.cluster_id,
+        backup.applied_index,
+        backup.tags.len(),
+        backup.taken_at_ms,
+        out.display(),
+        bytes.len()
+    );
+    ExitCode::SUCCESS
+}
+
+/// `leafraft recover`: the report on stdout, one error line otherwise.
+async fn recover(args: leafraft::cli::RecoverArgs) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,openraft=error"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    match leafraft::recover::run(args.options()).await {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
     }
 }
 
@@ -50,11 +95,11 @@ fn usage(message: impl std::fmt::Display) -> ExitCode {
 
 async fn serve(args: ServeArgs) -> ExitCode {
     let file = match &args.config {
-        Some(path) => match FileConfig::load(path) {
+        Some(path) => match Settings::load(path) {
             Ok(file) => file,
             Err(e) => return usage(e),
         },
-        None => FileConfig::default(),
+        None => Settings::default(),
     };
     let config = match Config::resolve(args.layer().over(file)) {
         Ok(config) => config,
@@ -128,11 +173,18 @@ async fn cluster(args: ClientArgs, command: ClusterCommand) -> ExitCode {
             Err(e) => Err(e),
         },
         ClusterCommand::Add { node_id, addr, learner } => {
-            eprintln!("adding node {node_id} at {addr} as a learner (waits until it has caught up)");
+            eprintln!(
+                "adding node {node_id} at {addr} as a learner: waiting until it answers there and has replicated the \
+                 leader's log (the server's --learner-timeout-ms, 60 s by default; the voters do not change meanwhile)"
+            );
             match client.add_learner(node_id, &addr).await {
                 Ok(status) if learner => Ok(status),
                 Ok(_) => {
-                    eprintln!("promoting node {node_id} to voter");
+                    eprintln!(
+                        "node {node_id} has caught up; promoting it to voter (only while it is at most {} entries \
+                         behind the leader)",
+                        leafraft::cluster::MAX_PROMOTION_LAG
+                    );
                     client.promote_voter(node_id).await
                 }
                 Err(e) => Err(e),
@@ -210,115 +262,20 @@ async fn tag(args: ClientArgs, command: TagCommand) -> ExitCode {
     }
 }
 
-async fn bench(command: BenchCommand) -> ExitCode {
-    match command {
-        BenchCommand::Claims { nodes, concurrency, duration_secs, fsync } => {
-            if nodes == 0 || concurrency.contains(&0) {
-                return usage("--nodes and --concurrency must be above 0");
-            }
-            let options = leafraft::bench::claims::ClaimsOptions {
-                nodes,
-                concurrency,
-                duration: std::time::Duration::from_secs(duration_secs),
-                fsync,
-                step: 1000,
-            };
-            println!(
-                "claims on a {nodes}-node in-process cluster, loopback HTTP, fsync={fsync}, {duration_secs} s per run"
-            );
-            println!(
-                "{:>11} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9}",
-                "claimers", "claims", "claims/s", "errors", "p50 µs", "p99 µs", "max µs"
-            );
-            match leafraft::bench::claims::run(&options).await {
-                Ok(results) => {
-                    for r in results {
-                        println!(
-                            "{:>11} {:>9} {:>10.0} {:>7} {:>9} {:>9} {:>9}",
-                            r.concurrency,
-                            r.claims,
-                            r.claims_per_sec,
-                            r.errors,
-                            r.latency_us.p50,
-                            r.latency_us.p99,
-                            r.latency_us.max
-                        );
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
-            }
-        }
-        BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, json } => {
-            let options = leafraft::bench::http::HttpOptions {
-                urls,
-                concurrency,
-                duration: std::time::Duration::from_secs(duration_secs),
-                rate,
-                check_unique: !no_check,
-            };
-            match leafraft::bench::http::run(&options).await {
-                Ok(report) if json => print_json(&report),
-                Ok(r) => {
-                    println!(
-                        "{} ok of {} requests in {:.1} s: {:.0} req/s, {:.0} IDs/s",
-                        r.ok, r.requests, r.elapsed_secs, r.requests_per_sec, r.ids_per_sec
-                    );
-                    println!(
-                        "latency µs: p50 {} p99 {} p99.9 {} max {}; over 5 ms: {}",
-                        r.p50_us, r.p99_us, r.p999_us, r.max_us, r.over_5ms
-                    );
-                    println!("errors by status: {:?}; transport errors: {}", r.errors_by_status, r.transport_errors);
-                    match r.duplicates {
-                        Some(0) => println!("duplicates: 0 (all {} IDs unique)", r.ids),
-                        Some(n) => println!("DUPLICATES: {n}"),
-                        None => println!("duplicates: not checked"),
-                    }
-                    if r.duplicates.unwrap_or(0) > 0 {
-                        ExitCode::FAILURE
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Err(e) => fail(e),
-            }
-        }
-        BenchCommand::EtcdClaims { endpoints, concurrency, duration_secs } => {
-            let options = leafraft::bench::etcd::EtcdOptions {
-                endpoints,
-                concurrency,
-                duration: std::time::Duration::from_secs(duration_secs),
-                step: 1000,
-            };
-            println!("the same claim as a compare-and-swap transaction on etcd, {duration_secs} s per run");
-            println!(
-                "{:>11} {:>9} {:>10} {:>7} {:>9} {:>9} {:>9} {:>10}",
-                "claimers", "claims", "claims/s", "errors", "p50 µs", "p99 µs", "max µs", "conflicts"
-            );
-            match leafraft::bench::etcd::run(&options).await {
-                Ok(results) => {
-                    for (r, conflicts) in results {
-                        println!(
-                            "{:>11} {:>9} {:>10.0} {:>7} {:>9} {:>9} {:>9} {:>10}",
-                            r.concurrency,
-                            r.claims,
-                            r.claims_per_sec,
-                            r.errors,
-                            r.latency_us.p50,
-                            r.latency_us.p99,
-                            r.latency_us.max,
-                            conflicts
-                        );
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => fail(e),
-            }
-        }
-        BenchCommand::CounterServer { listen } => match leafraft::bench::counter_server(&listen).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(e),
-        },
+/// `leafraft bench ...` runs the load generators, which live in the `tools` crate so that
+/// nothing of them is linked into the service: the `leafraft-bench` binary next to this one.
+fn bench(args: Vec<std::ffi::OsString>) -> ExitCode {
+    let tool = match std::env::current_exe() {
+        Ok(exe) => exe.with_file_name("leafraft-bench"),
+        Err(e) => return fail(format!("cannot find this executable to locate leafraft-bench: {e}")),
+    };
+    if !tool.exists() {
+        return fail(format!("{} not found: build it with `cargo build --release -p leafraft-tools`", tool.display()));
+    }
+    match std::process::Command::new(&tool).args(args).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)),
+        Err(e) => fail(format!("cannot run {}: {e}", tool.display())),
     }
 }
 

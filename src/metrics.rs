@@ -3,7 +3,6 @@
 //! Hot-path numbers (IDs issued per tag) live in plain atomics next to the buffers and are copied
 //! into the registry at scrape time, so serving an ID never touches the registry.
 
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -14,9 +13,8 @@ use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::cluster::Cluster;
-use crate::segments::Segments;
-use crate::snowflakes::Snowflakes;
+use crate::cluster::ClusterStatus;
+use crate::snowflakes::SnowflakeStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -28,6 +26,11 @@ pub struct RequestLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TagLabels {
     pub tag: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -59,6 +62,29 @@ fn claim_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
+/// What one scrape of `/metrics` copies into the registry, gathered by the caller from the
+/// services (so this module depends on their views, never on the services themselves).
+#[derive(Debug, Clone)]
+pub struct Scrape {
+    pub now_ms: u64,
+    pub cluster: ClusterStatus,
+    pub last_log_index: Option<u64>,
+    pub tags: Vec<TagStats>,
+    pub snowflake: SnowflakeStatus,
+    pub snowflake_years_left: f64,
+    /// Messages between nodes refused for a mismatched identity, by kind, since start.
+    pub identity_refusals: Vec<(&'static str, u64)>,
+}
+
+/// One tag's counters on this node, for `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagStats {
+    pub tag: String,
+    pub ids_issued: u64,
+    pub waits: u64,
+    pub ids_left: u64,
+}
+
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
@@ -67,20 +93,14 @@ pub struct Metrics {
     claim_seconds: Family<TagLabels, Histogram, fn() -> Histogram>,
     buffer_ids_left: Family<TagLabels, Gauge>,
     waits: Family<TagLabels, Counter>,
-    raft_term: Gauge,
-    raft_leader: Gauge,
-    raft_is_leader: Gauge,
-    raft_last_log_index: Gauge,
-    raft_applied_index: Gauge,
-    raft_commit_index: Gauge,
-    raft_voters: Gauge,
-    raft_learners: Gauge,
+    raft: RaftGauges,
     snowflake_ids_issued: Counter,
     snowflake_worker: Gauge,
     snowflake_window_headroom_ms: Gauge,
     snowflake_clock_offset_ms: Gauge,
     snowflake_refused: Gauge,
     snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
+    identity_refusals: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -92,60 +112,55 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("leafraft");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register("http_requests", "HTTP requests by route and status code", requests.clone());
-        let ids_issued = Family::<TagLabels, Counter>::default();
-        registry.register("segment_ids_issued", "Segment IDs handed out by this node", ids_issued.clone());
-        let claims = Family::<ClaimLabels, Counter>::default();
-        registry.register("segment_claims", "Segment claims proposed by this node, by result", claims.clone());
-        let claim_seconds = Family::<TagLabels, Histogram, fn() -> Histogram>::new_with_constructor(claim_histogram);
-        registry.register(
+        let r = &mut registry;
+        let requests = registered(r, "http_requests", "HTTP requests by route and status code", Family::default());
+        let ids_issued = registered(r, "segment_ids_issued", "Segment IDs handed out by this node", Family::default());
+        let claims =
+            registered(r, "segment_claims", "Segment claims proposed by this node, by result", Family::default());
+        let claim_seconds = registered(
+            r,
             "segment_claim_duration_seconds",
             "Time from proposing a claim to having it committed and applied",
-            claim_seconds.clone(),
+            Family::<TagLabels, Histogram, fn() -> Histogram>::new_with_constructor(claim_histogram),
         );
-        let buffer_ids_left = Family::<TagLabels, Gauge>::default();
-        registry.register("segment_buffer_ids", "IDs left in this node's two buffers", buffer_ids_left.clone());
-        let waits = Family::<TagLabels, Counter>::default();
-        registry.register(
+        let buffer_ids_left =
+            registered(r, "segment_buffer_ids", "IDs left in this node's two buffers", Family::default());
+        let waits = registered(
+            r,
             "segment_waits",
             "Requests that found both segments used up and waited for a claim",
-            waits.clone(),
+            Family::default(),
         );
-        let gauge = |registry: &mut Registry, name: &str, help: &str| {
-            let gauge = Gauge::<i64, AtomicI64>::default();
-            registry.register(name, help, gauge.clone());
-            gauge
-        };
-        let raft_term = gauge(&mut registry, "raft_term", "Current Raft term");
-        let raft_leader = gauge(&mut registry, "raft_leader_id", "Node ID of the known leader (-1 when none)");
-        let raft_is_leader = gauge(&mut registry, "raft_is_leader", "1 when this node is the leader");
-        let raft_last_log_index = gauge(&mut registry, "raft_last_log_index", "Index of the last log entry");
-        let raft_applied_index = gauge(&mut registry, "raft_applied_index", "Index of the last applied entry");
-        let raft_commit_index = gauge(&mut registry, "raft_commit_index", "Index of the last committed entry");
-        let raft_voters = gauge(&mut registry, "raft_voters", "Voters in the membership");
-        let raft_learners = gauge(&mut registry, "raft_learners", "Learners in the membership");
-        let snowflake_ids_issued = Counter::default();
-        registry.register(
-            "snowflake_ids_issued",
-            "Snowflake IDs handed out by this node",
-            snowflake_ids_issued.clone(),
-        );
+        let raft = RaftGauges::register(r);
+        let snowflake_ids_issued =
+            registered(r, "snowflake_ids_issued", "Snowflake IDs handed out by this node", Counter::default());
         let snowflake_worker =
-            gauge(&mut registry, "snowflake_worker_id", "The worker ID this node holds (-1 when none)");
-        let snowflake_window_headroom_ms =
-            gauge(&mut registry, "snowflake_window_headroom_ms", "How far the committed window reaches past the clock");
-        let snowflake_clock_offset_ms = gauge(
-            &mut registry,
+            registered(r, "snowflake_worker_id", "The worker ID this node holds (-1 when none)", Gauge::default());
+        let snowflake_window_headroom_ms = registered(
+            r,
+            "snowflake_window_headroom_ms",
+            "How far the committed window reaches past the clock",
+            Gauge::default(),
+        );
+        let snowflake_clock_offset_ms = registered(
+            r,
             "snowflake_clock_offset_ms",
             "Median offset of the peers' clocks from this node's, RTT-compensated",
+            Gauge::default(),
         );
-        let snowflake_refused = gauge(&mut registry, "snowflake_refused", "1 while snowflake IDs are refused");
-        let snowflake_years_left = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register(
+        let snowflake_refused =
+            registered(r, "snowflake_refused", "1 while snowflake IDs are refused", Gauge::default());
+        let snowflake_years_left = registered(
+            r,
             "snowflake_time_bits_years_left",
             "Years the layout's time bits still cover",
-            snowflake_years_left.clone(),
+            Gauge::<f64, std::sync::atomic::AtomicU64>::default(),
+        );
+        let identity_refusals = registered(
+            r,
+            "identity_refusals",
+            "Messages between nodes refused because the peer's cluster ID or data dir identity did not match, by kind",
+            Family::default(),
         );
         Metrics {
             registry,
@@ -155,20 +170,14 @@ impl Metrics {
             claim_seconds,
             buffer_ids_left,
             waits,
-            raft_term,
-            raft_leader,
-            raft_is_leader,
-            raft_last_log_index,
-            raft_applied_index,
-            raft_commit_index,
-            raft_voters,
-            raft_learners,
+            raft,
             snowflake_ids_issued,
             snowflake_worker,
             snowflake_window_headroom_ms,
             snowflake_clock_offset_ms,
             snowflake_refused,
             snowflake_years_left,
+            identity_refusals,
         }
     }
 
@@ -185,40 +194,82 @@ impl Metrics {
         }
     }
 
-    /// Copies the current state into the registry and encodes it.
-    pub fn render(&self, cluster: &Cluster, segments: &Segments, snowflakes: &Snowflakes) -> String {
-        let status = cluster.status();
+    /// Copies one scrape's state into the registry and encodes it.
+    pub fn render(&self, scrape: &Scrape) -> String {
+        let status = &scrape.cluster;
         let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        self.raft_term.set(to_i64(status.term));
-        self.raft_leader.set(status.leader_id.map_or(-1, to_i64));
-        self.raft_is_leader.set(i64::from(status.leader_id == Some(status.node_id)));
-        self.raft_last_log_index.set(cluster.metrics().last_log_index.map_or(0, to_i64));
-        self.raft_applied_index.set(status.applied_index.map_or(0, to_i64));
-        self.raft_commit_index.set(status.commit_index.map_or(0, to_i64));
-        self.raft_voters.set(to_i64(status.voters.len() as u64));
-        self.raft_learners.set(to_i64(status.learners.len() as u64));
-        for stats in segments.stats() {
-            let labels = TagLabels { tag: stats.tag };
+        self.raft.term.set(to_i64(status.term));
+        self.raft.leader.set(status.leader_id.map_or(-1, to_i64));
+        self.raft.is_leader.set(i64::from(status.leader_id == Some(status.node_id)));
+        self.raft.last_log_index.set(scrape.last_log_index.map_or(0, to_i64));
+        self.raft.applied_index.set(status.applied_index.map_or(0, to_i64));
+        self.raft.commit_index.set(status.commit_index.map_or(0, to_i64));
+        self.raft.voters.set(to_i64(status.voters.len() as u64));
+        self.raft.learners.set(to_i64(status.learners.len() as u64));
+        for stats in &scrape.tags {
+            let labels = TagLabels { tag: stats.tag.clone() };
             let issued = self.ids_issued.get_or_create(&labels);
             issued.inc_by(stats.ids_issued.saturating_sub(issued.get()));
             let waits = self.waits.get_or_create(&labels);
             waits.inc_by(stats.waits.saturating_sub(waits.get()));
             self.buffer_ids_left.get_or_create(&labels).set(to_i64(stats.ids_left));
         }
-        let snowflake = snowflakes.status();
+        let snowflake = &scrape.snowflake;
         self.snowflake_ids_issued.inc_by(snowflake.ids_issued.saturating_sub(self.snowflake_ids_issued.get()));
         self.snowflake_worker.set(snowflake.worker_id.map_or(-1, i64::from));
-        let headroom = snowflake.window_end_ms.map_or(0, |end| {
-            i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(crate::clock::now_ms()).unwrap_or(0)
-        });
+        let headroom = snowflake
+            .window_end_ms
+            .map_or(0, |end| i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(scrape.now_ms).unwrap_or(0));
         self.snowflake_window_headroom_ms.set(headroom);
         self.snowflake_clock_offset_ms.set(snowflake.clock_offset_ms.unwrap_or(0));
         self.snowflake_refused.set(i64::from(snowflake.refused.is_some()));
-        self.snowflake_years_left.set(snowflakes.years_left());
+        self.snowflake_years_left.set(scrape.snowflake_years_left);
+        for (kind, count) in &scrape.identity_refusals {
+            let counter = self.identity_refusals.get_or_create(&KindLabels { kind });
+            counter.inc_by(count.saturating_sub(counter.get()));
+        }
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             text.clear();
         }
         text
     }
+}
+
+/// The Raft gauges: term, leader, log indexes and membership size, copied in at scrape time.
+#[derive(Debug)]
+struct RaftGauges {
+    term: Gauge,
+    leader: Gauge,
+    is_leader: Gauge,
+    last_log_index: Gauge,
+    applied_index: Gauge,
+    commit_index: Gauge,
+    voters: Gauge,
+    learners: Gauge,
+}
+
+impl RaftGauges {
+    fn register(r: &mut Registry) -> RaftGauges {
+        let term = registered(r, "raft_term", "Current Raft term", Gauge::default());
+        let leader = registered(r, "raft_leader_id", "Node ID of the known leader (-1 when none)", Gauge::default());
+        let is_leader = registered(r, "raft_is_leader", "1 when this node is the leader", Gauge::default());
+        let last_log_index = registered(r, "raft_last_log_index", "Index of the last log entry", Gauge::default());
+        let applied_index = registered(r, "raft_applied_index", "Index of the last applied entry", Gauge::default());
+        let commit_index = registered(r, "raft_commit_index", "Index of the last committed entry", Gauge::default());
+        let voters = registered(r, "raft_voters", "Voters in the membership", Gauge::default());
+        let learners = registered(r, "raft_learners", "Learners in the membership", Gauge::default());
+        RaftGauges { term, leader, is_leader, last_log_index, applied_index, commit_index, voters, learners }
+    }
+}
+
+/// Registers `metric` under `name` and hands it back, so each series takes one statement.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }

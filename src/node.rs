@@ -1,10 +1,12 @@
 //! `run`: one leafraft node from start to graceful stop.
 //!
-//! Order of start: open the store (a node that cannot open it stops here with a clear error),
-//! start Raft, serve HTTP, then bootstrap (initialise, or ask to join) if the data directory was
-//! empty. Order of stop: give back segment tails and the snowflake worker (while peers can still
-//! reach this node's Raft endpoints), stop accepting and drain requests, shut Raft down, flush
-//! the store.
+//! Order of start: load (or create) the member identity and open the store (a node that cannot,
+//! or whose data dir belongs to another node ID, stops here with a clear error), start Raft, serve
+//! HTTP, then bootstrap (initialise, or ask to join; see `bootstrap`) if the data directory was
+//! empty. A refusal (from bootstrap, or a membership that records this node ID with another
+//! disk) stops the node with its one-line reason. Order of stop: give back segment tails and the
+//! snowflake worker (while peers can still reach this node's Raft endpoints), stop accepting and
+//! drain requests, shut Raft down, flush the store.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -15,18 +17,22 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api;
-use crate::client::Client;
+use crate::bootstrap;
+use crate::bootstrap::Refusal;
 use crate::cluster::Cluster;
-use crate::config::Bootstrap;
+use crate::cluster::HttpPeers;
+use crate::cluster::Timeouts;
 use crate::config::Config;
-use crate::error::ErrorCode;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
-use raft::Node;
+use raft::network::IdentityCheck;
 
 /// How long stopping waits for in-flight requests before it goes on regardless.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a fail-stop waits for in-flight requests (which answer errors once Raft has stopped).
+const FAIL_STOP_DRAIN: Duration = Duration::from_millis(500);
 
 #[derive(Debug)]
 pub struct RunError(pub String);
@@ -44,9 +50,17 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| RunError(format!("cannot listen on {}: {e}", config.listen)))?;
-    let node = start(config, listener).await?;
-    shutdown.await;
-    node.stop().await
+    let mut node = start(config, listener).await?;
+    let refused = node.refused.take();
+    let failure = node.storage_failure();
+    tokio::select! {
+        () = shutdown => node.stop().await,
+        Some(Refusal(reason)) = async move { refused?.recv().await } => {
+            node.stop().await?;
+            Err(RunError(reason))
+        }
+        reason = failure => Err(node.fail_stop(reason).await),
+    }
 }
 
 /// A started node; `stop` takes it down in order.
@@ -54,26 +68,24 @@ pub struct RunningNode {
     cluster: Arc<Cluster>,
     segments: Arc<Segments>,
     local_addr: SocketAddr,
+    /// The routes the listener serves, for driving the node in process (the fuzz tests).
+    router: axum::Router,
+    data_dir: std::path::PathBuf,
+    /// Set on a fail-stop: requests in flight are answered with an error.
+    failing: tokio::sync::watch::Sender<bool>,
     stop_tx: tokio::sync::watch::Sender<bool>,
     server: JoinHandle<std::io::Result<()>>,
     background: Vec<JoinHandle<()>>,
     snowflake_stop: tokio::sync::watch::Sender<bool>,
     /// Releases the snowflake worker when told to stop.
     snowflake_task: JoinHandle<()>,
+    /// Answers if this node must not run as a member (see `bootstrap::Refusal`).
+    refused: Option<tokio::sync::mpsc::Receiver<Refusal>>,
 }
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
 pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode, RunError> {
-    std::fs::create_dir_all(&config.data_dir)
-        .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
-    let options = storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20 };
-    // `open` may wait for sled's file lock; keep it off the async workers.
-    let dir = config.data_dir.clone();
-    let store = tokio::task::spawn_blocking(move || storage::open(&dir, &options))
-        .await
-        .map_err(|e| RunError(format!("opening the store failed: {e}")))?
-        .map_err(|e| RunError(e.to_string()))?;
-
+    let (identity, store) = open_store(&config).await?;
     let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
     let http = reqwest::Client::builder()
         .pool_idle_timeout(Duration::from_secs(30))
@@ -81,23 +93,30 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         .build()
         .map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
     let secret: Option<Arc<str>> = config.secret.as_deref().map(Arc::from);
-    let network = raft::network::NetworkFactory::new(http.clone(), secret.clone());
+    let network = raft::network::NetworkFactory::new(http.clone(), secret.clone(), identity.clone());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
 
-    let cluster = Arc::new(Cluster::new(config.node_id, raft, store, http, secret, config.write_timeout));
+    // Before the server runs, so nothing a peer replicates can make an empty directory look used.
+    let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
+    let timeouts = Timeouts { write: config.write_timeout, learner: config.learner_timeout };
+    let peers = Arc::new(HttpPeers::new(http, secret.clone(), identity.clone()));
+    let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity));
     let metrics = Arc::new(Metrics::new());
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
+    let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let app = api::router(api::AppState {
         cluster: cluster.clone(),
         segments: segments.clone(),
         snowflakes: snowflakes.clone(),
         metrics,
-    });
+        secret,
+    })
+    .layer(axum::middleware::from_fn_with_state(failing_rx, crate::failstop::answer_in_flight));
     let local_addr = listener.local_addr().map_err(|e| RunError(format!("listener has no address: {e}")))?;
-
+    let router = app.clone();
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -106,16 +125,78 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
             })
             .await
     });
-    tracing::info!(node_id = config.node_id, listen = %local_addr, advertise = %config.advertise, "node started");
+    let incarnation = raft::network::identity::hex_id(cluster.identity().local().incarnation);
+    tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, "node started");
 
-    let mut background =
-        vec![tokio::spawn(log_leadership(cluster.clone())), tokio::spawn(bootstrap(cluster.clone(), config.clone()))];
+    let (background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
+    let snowflake_task = tokio::spawn(snowflakes.clone().maintain(snowflake_stop_rx));
+    Ok(RunningNode {
+        cluster,
+        segments,
+        local_addr,
+        router,
+        data_dir: config.data_dir.clone(),
+        failing,
+        stop_tx,
+        server,
+        background,
+        snowflake_stop,
+        snowflake_task,
+        refused: Some(refused),
+    })
+}
+
+/// Loads (or creates) this data dir's identity, then opens its store. The identity comes first:
+/// a directory that belongs to another node is refused before its store is touched, and a new
+/// store is bound to its disk from the first entry. Both may wait on the disk (and `open` on
+/// sled's file lock), so they run off the async workers.
+async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
+    let options = storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20 };
+    let (dir, node_id) = (config.data_dir.clone(), config.node_id);
+    let (identity, store) = tokio::task::spawn_blocking(move || {
+        let identity = storage::identity::load_or_create_identity(&dir, node_id)?;
+        Ok::<_, storage::OpenError>((identity, storage::open(&dir, &options)?))
+    })
+    .await
+    .map_err(|e| RunError(format!("opening the store failed: {e}")))?
+    .map_err(|e| RunError(e.to_string()))?;
+    let identity = Arc::new(IdentityCheck::new(config.node_id, identity.incarnation));
+    let (cluster_id, membership) = store.state_machine.read(|s| (s.cluster_id, s.membership.membership().clone()));
+    identity.observe(cluster_id, &membership);
+    Ok((identity, store))
+}
+
+/// The node's background tasks: leadership logging, the identity watchdog, committing the
+/// cluster ID, bootstrap (which answers a refusal on the returned channel), the one catch-up read
+/// before the first ready, and `--preload`.
+fn spawn_background(
+    cluster: &Arc<Cluster>,
+    segments: &Arc<Segments>,
+    config: &Config,
+    was_empty: bool,
+) -> (Vec<JoinHandle<()>>, tokio::sync::mpsc::Receiver<Refusal>) {
+    let (refusal_tx, refused) = tokio::sync::mpsc::channel(2);
+    let watch_tx = refusal_tx.clone();
+    let (bootstrap_cluster, bootstrap_config) = (cluster.clone(), config.clone());
+    let catch_up = cluster.clone();
+    let mut background = vec![
+        tokio::spawn(log_leadership(cluster.clone())),
+        tokio::spawn(bootstrap::keep_identity_current(cluster.clone(), watch_tx)),
+        tokio::spawn(bootstrap::commit_cluster_id(cluster.clone())),
+        tokio::spawn(async move {
+            if let Err(refusal) = bootstrap::bootstrap(bootstrap_cluster, bootstrap_config, was_empty).await {
+                let _ = refusal_tx.try_send(refusal);
+            }
+        }),
+        tokio::spawn(async move { catch_up.catch_up().await }),
+    ];
     if config.segments.preload {
         background.push(tokio::spawn(preload(cluster.clone(), segments.clone())));
     }
-    let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
-    let snowflake_task = tokio::spawn(snowflakes.clone().maintain(snowflake_stop_rx));
-    Ok(RunningNode { cluster, segments, local_addr, stop_tx, server, background, snowflake_stop, snowflake_task })
+    (background, refused)
 }
 
 impl RunningNode {
@@ -129,6 +210,33 @@ impl RunningNode {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The node's routes, the same the listener serves (`tower::ServiceExt::oneshot` on a clone).
+    pub fn router(&self) -> axum::Router {
+        self.router.clone()
+    }
+
+    /// Completes with the reason once this node's storage has failed (see [`crate::failstop`]).
+    pub fn storage_failure(&self) -> impl Future<Output = String> + 'static {
+        crate::failstop::storage_failure(self.cluster.raft().clone(), self.data_dir.clone())
+    }
+
+    /// Stops at once after a storage failure: logs why, answers the requests in flight with
+    /// `NO_LEADER`, stops accepting, and answers the error the process exits with. Nothing is
+    /// handed back or flushed: the storage is what failed.
+    pub async fn fail_stop(self, reason: String) -> RunError {
+        tracing::error!(%reason, "storage failed: stopping this node (exit status 1)");
+        let _ = self.failing.send(true);
+        let _ = self.stop_tx.send(true);
+        let _ = self.snowflake_stop.send(true);
+        for task in self.background.into_iter().chain([self.snowflake_task]) {
+            task.abort();
+        }
+        if tokio::time::timeout(FAIL_STOP_DRAIN, self.server).await.is_err() {
+            tracing::warn!("requests still running after {FAIL_STOP_DRAIN:?}; exiting anyway");
+        }
+        RunError(format!("storage failed: {reason}"))
     }
 
     /// Gives back the unused tails of the buffers and the snowflake worker, stops accepting and
@@ -164,87 +272,6 @@ impl RunningNode {
         self.cluster.store().flush().await.map_err(|e| RunError(format!("cannot flush the store: {e}")))?;
         tracing::info!("store flushed; stopped");
         Ok(())
-    }
-}
-
-/// Makes a node with an empty data directory part of a cluster: initialise (alone or with the
-/// initial members) or ask a running cluster to add it. A node with data does nothing here.
-async fn bootstrap(cluster: Arc<Cluster>, config: Config) {
-    match cluster.raft().is_initialized().await {
-        Ok(false) => {}
-        Ok(true) => {
-            tracing::info!("data directory holds a cluster membership; rejoining with it");
-            return;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "raft stopped before bootstrap");
-            return;
-        }
-    }
-    let members = match &config.bootstrap {
-        Bootstrap::Single => [(config.node_id, config.advertise.clone())].into_iter().collect(),
-        Bootstrap::InitialCluster(members) => members.clone(),
-        Bootstrap::Join(seeds) => return join(&cluster, &config, seeds).await,
-    };
-    let nodes: std::collections::BTreeMap<u64, Node> =
-        members.into_iter().map(|(id, addr)| (id, Node::new(addr))).collect();
-    // Every initial member initialises with the same membership: openraft documents this as
-    // safe, and it means the cluster forms whatever order the members start in.
-    match cluster.raft().initialize(nodes.clone()).await {
-        Ok(()) => tracing::info!(members = ?nodes.keys().collect::<Vec<_>>(), "cluster initialised"),
-        Err(openraft::error::RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => {
-            tracing::info!("cluster already initialised")
-        }
-        Err(e) => tracing::error!(error = %e, "cannot initialise the cluster"),
-    }
-}
-
-/// Asks the members in `seeds` to add this node as a learner (which answers once it has caught
-/// up), then to promote it, retrying until the cluster answers.
-async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) {
-    let mut backoff = Duration::from_millis(200);
-    let mut added = false;
-    loop {
-        // An operator may have added (or promoted) this node meanwhile with `cluster add`.
-        let status = cluster.status();
-        if status.voters.contains(&config.node_id) || (config.learner && status.learners.contains(&config.node_id)) {
-            tracing::info!("join: already a member");
-            return;
-        }
-        added |= status.learners.contains(&config.node_id);
-        for seed in seeds {
-            let client = Client::new(&format!("http://{seed}"), config.secret.clone());
-            if !added {
-                match client.add_learner(config.node_id, &config.advertise).await {
-                    Ok(_) => {
-                        tracing::info!(seed = %seed, "joined the cluster as a learner");
-                        added = true;
-                    }
-                    Err(e) => {
-                        tracing::warn!(seed = %seed, error = %e, "join: cannot be added yet");
-                        continue;
-                    }
-                }
-            }
-            if config.learner {
-                return;
-            }
-            match client.promote_voter(config.node_id).await {
-                Ok(_) => {
-                    tracing::info!("join: promoted to voter");
-                    return;
-                }
-                Err(e)
-                    if e.code() == Some(ErrorCode::NotALearner)
-                        && cluster.status().voters.contains(&config.node_id) =>
-                {
-                    return;
-                }
-                Err(e) => tracing::warn!(seed = %seed, error = %e, "join: cannot be promoted yet"),
-            }
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 

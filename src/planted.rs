@@ -3,27 +3,40 @@
 //! A checker that never says FAIL proves nothing. These bugs are switched on by the environment
 //! variable `LEAFRAFT_PLANTED_BUG` in **debug builds only**: in a release build [`active`] is a
 //! constant `None`, the variable is never read and the branches that use it compile away.
+//!
+//! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
+//! segment into a tag's double buffer, a worker lease into the snowflake generator). Nothing here
+//! runs while IDs are handed out, and each bug acts only on a follower, so the leader's IDs stay
+//! right and the bug has another node's to collide with.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use crate::engine::segment::IdRange;
 
 /// A bug the chaos suite must catch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlantedBug {
-    /// `serve-twice`: a follower answers its 100th segment request's IDs again, to the next
-    /// request of the same tag.
+    /// `serve-twice`: the third time a follower installs a claimed segment of a tag, it installs
+    /// the one before instead, whose IDs it has already served.
     ServeTwice,
     /// `uncommitted-claim`: a follower fills its buffer from its local `max_id` without a
     /// committed `ClaimSegment`, as if a claim were acknowledged before it commits.
     UncommittedClaim,
+    /// `shared-worker`: a follower issues snowflake IDs from the worker after the one its lease
+    /// names, which another node holds: one worker, two holders.
+    SharedWorker,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 2] = ["serve-twice", "uncommitted-claim"];
+    pub const NAMES: [&'static str; 3] = ["serve-twice", "uncommitted-claim", "shared-worker"];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
         match name {
             "serve-twice" => Some(PlantedBug::ServeTwice),
             "uncommitted-claim" => Some(PlantedBug::UncommittedClaim),
+            "shared-worker" => Some(PlantedBug::SharedWorker),
             _ => None,
         }
     }
@@ -32,7 +45,7 @@ impl PlantedBug {
 /// The bug planted in this process, if any (read once).
 #[cfg(debug_assertions)]
 pub fn active() -> Option<PlantedBug> {
-    static ACTIVE: std::sync::OnceLock<Option<PlantedBug>> = std::sync::OnceLock::new();
+    static ACTIVE: OnceLock<Option<PlantedBug>> = OnceLock::new();
     *ACTIVE.get_or_init(|| {
         let name = std::env::var("LEAFRAFT_PLANTED_BUG").ok()?;
         let bug = PlantedBug::parse(&name);
@@ -47,36 +60,52 @@ pub fn active() -> Option<PlantedBug> {
     None
 }
 
-/// `serve-twice`: the follower's 100th segment answer, kept to be served again.
-#[derive(Default)]
-pub struct Replay {
-    state: std::sync::Mutex<ReplayState>,
+/// Whether `bug` is planted and `is_follower` says this node follows (asked only then).
+fn planted_here(bug: PlantedBug, is_follower: impl FnOnce() -> bool) -> bool {
+    active() == Some(bug) && is_follower()
 }
 
-#[derive(Default)]
-struct ReplayState {
-    /// Requests counted so far.
-    requests: u64,
-    /// The 100th answer with its tag, until it is replayed.
-    kept: Option<(String, Vec<IdRange>)>,
+/// `uncommitted-claim`: the segment a follower installs instead of claiming one, taken from its
+/// local `max_id` (`None`: claim as usual).
+pub fn segment_without_claim(
+    is_follower: impl FnOnce() -> bool,
+    local_max_id: impl FnOnce() -> Option<u64>,
+    step: u64,
+) -> Option<IdRange> {
+    if !planted_here(PlantedBug::UncommittedClaim, is_follower) {
+        return None;
+    }
+    let start = local_max_id()?;
+    Some(IdRange { start, end: start.checked_add(step)? })
 }
 
-impl Replay {
-    /// Counts one request of `tag`; answers the kept ranges when they are of this tag.
-    pub fn replayed(&self, tag: &str) -> Option<Vec<IdRange>> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.requests += 1;
-        match &state.kept {
-            Some((kept, _)) if kept == tag => state.kept.take().map(|(_, ranges)| ranges),
-            _ => None,
-        }
+/// `serve-twice`: the segment to install for a committed claim of `tag` (the committed one,
+/// unless the bug swaps in an earlier one).
+pub fn segment_to_install(is_follower: impl FnOnce() -> bool, tag: &str, committed: IdRange) -> IdRange {
+    if !planted_here(PlantedBug::ServeTwice, is_follower) {
+        return committed;
     }
+    /// Per tag: how many claimed segments were installed, and the last one.
+    static INSTALLED: OnceLock<Mutex<HashMap<String, (u64, IdRange)>>> = OnceLock::new();
+    let mut installed = INSTALLED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let entry = installed.entry(tag.to_string()).or_insert((0, committed));
+    let previous = entry.1;
+    *entry = (entry.0 + 1, committed);
+    if entry.0 == 3 {
+        tracing::warn!(tag, ?previous, ?committed, "planted serve-twice: installing a used segment again");
+        previous
+    } else {
+        committed
+    }
+}
 
-    /// Keeps the answer of the 100th request.
-    pub fn record(&self, tag: &str, ranges: &[IdRange]) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.requests == 100 {
-            state.kept = Some((tag.to_string(), ranges.to_vec()));
-        }
+/// `shared-worker`: the worker a follower's generator issues from for a lease on `committed`.
+pub fn worker_to_issue_from(is_follower: impl FnOnce() -> bool, committed: u32, worker_bits: u8) -> u32 {
+    if !planted_here(PlantedBug::SharedWorker, is_follower) {
+        return committed;
     }
+    let workers = 1u64 << worker_bits.min(31);
+    let other = ((u64::from(committed) + 1) % workers) as u32;
+    tracing::warn!(committed, other, "planted shared-worker: issuing from another node's worker");
+    other
 }

@@ -20,8 +20,6 @@ use std::time::Duration;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use serde::Deserialize;
-use serde::Serialize;
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
@@ -35,7 +33,8 @@ use crate::engine::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
-use crate::planted::PlantedBug;
+use crate::metrics::TagStats;
+use crate::planted;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -55,26 +54,63 @@ struct TagBuffer {
     buffer: SegmentBuffer,
     /// Woken when a load ends, successfully or not.
     loaded: Notify,
-    /// The step and completion time of the last claim, for the dynamic step.
-    last_claim: Mutex<Option<(u64, Instant, u64)>>,
+    /// The last committed claim, for the dynamic step and the buffer view.
+    last_claim: Mutex<Option<LastClaim>>,
     exhausted: AtomicBool,
     issued: AtomicU64,
     claims: AtomicU64,
     /// Requests that found both segments used up and had to wait for a claim.
     waits: AtomicU64,
-    /// IDs issued at the last rate sample, and when, for IDs/s.
-    rate: Mutex<(u64, Instant, f64)>,
+    /// Loads that ended without a segment: a waiting request gives up after the second instead of
+    /// starting claim after claim (each failing at once when the cluster refuses it) until its
+    /// deadline.
+    failed_loads: AtomicU64,
+    /// The last IDs/s sample.
+    rate: Mutex<RateSample>,
 }
 
-/// This node's buffer state for one tag, as `/v1/tags/{tag}` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct BufferView {
-    pub current: Option<RangeView>,
-    pub cursor: Option<String>,
-    pub next: Option<RangeView>,
+#[derive(Debug, Clone, Copy)]
+struct LastClaim {
+    step: u64,
+    /// When it committed, on the monotonic clock (how long the segment lasted, for the step).
+    at: Instant,
+    /// When it committed, on the wall clock (for people).
+    at_ms: u64,
+}
+
+/// IDs issued at the last sample, when it was taken, and the rate it measured.
+#[derive(Debug, Clone, Copy)]
+struct RateSample {
+    issued: u64,
+    at: Instant,
+    ids_per_sec: f64,
+}
+
+impl RateSample {
+    /// Takes a new sample once a second has passed since the last one; answers the latest rate.
+    fn update(&mut self, issued: u64) -> f64 {
+        let elapsed = self.at.elapsed().as_secs_f64();
+        if elapsed >= 1.0 {
+            let ids_per_sec = issued.saturating_sub(self.issued) as f64 / elapsed;
+            *self = RateSample { issued, at: Instant::now(), ids_per_sec };
+        }
+        self.ids_per_sec
+    }
+}
+
+/// This node's buffers for one tag at one moment, in numbers; `api` formats them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BufferState {
+    pub current: Option<IdRange>,
+    /// The next ID of the current segment (meaningful while there is one).
+    pub cursor: Option<u64>,
+    pub next: Option<IdRange>,
+    /// A claim for the next segment is in flight.
     pub loading: bool,
+    /// The step of the last claim (the dynamic step).
     pub step: Option<u64>,
-    pub last_claim_at: Option<String>,
+    /// When the last claim committed, Unix ms.
+    pub last_claim_at_ms: Option<u64>,
     pub ids_issued: u64,
     pub claims: u64,
     /// Requests that found both segments used up and waited for a claim.
@@ -82,15 +118,16 @@ pub struct BufferView {
     pub ids_per_sec: f64,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct RangeView {
-    pub start: String,
-    pub end: String,
-}
-
-impl From<IdRange> for RangeView {
-    fn from(range: IdRange) -> RangeView {
-        RangeView { start: range.start.to_string(), end: range.end.to_string() }
+impl BufferState {
+    /// How much of the current segment is used, in percent.
+    pub fn used_percent(&self) -> Option<f64> {
+        let current = self.current?;
+        let len = current.len();
+        if len == 0 {
+            return None;
+        }
+        let used = self.cursor?.saturating_sub(current.start);
+        Some((used as f64 / len as f64 * 100.0).clamp(0.0, 100.0))
     }
 }
 
@@ -101,20 +138,11 @@ pub struct Segments {
     /// Copy-on-write: readers never lock; a new tag replaces the whole map.
     buffers: ArcSwap<HashMap<String, Arc<TagBuffer>>>,
     insert: Mutex<()>,
-    /// `LEAFRAFT_PLANTED_BUG=serve-twice` (debug builds only): see [`crate::planted`].
-    replay: crate::planted::Replay,
 }
 
 impl Segments {
     pub fn new(cluster: Arc<Cluster>, config: SegmentConfig, metrics: Arc<Metrics>) -> Segments {
-        Segments {
-            cluster,
-            config,
-            metrics,
-            buffers: ArcSwap::default(),
-            insert: Mutex::new(()),
-            replay: Default::default(),
-        }
+        Segments { cluster, config, metrics, buffers: ArcSwap::default(), insert: Mutex::new(()) }
     }
 
     /// Hands out `count` IDs of `tag` as increasing half-open ranges.
@@ -126,15 +154,10 @@ impl Segments {
             Some(buffer) => buffer.clone(),
             None => self.create_buffer(tag)?,
         };
-        let serve_twice = self.planted_on_follower(PlantedBug::ServeTwice);
-        if serve_twice {
-            if let Some(replayed) = self.replay.replayed(tag) {
-                return Ok(replayed);
-            }
-        }
         let mut ranges = Vec::new();
         let mut needed = count;
         let mut deadline = None;
+        let mut failed_before_waiting = None;
         loop {
             match buffer.buffer.take(needed) {
                 Take::Ids { range, load_due } => {
@@ -145,9 +168,6 @@ impl Segments {
                     ranges.push(range);
                     if needed == 0 {
                         buffer.issued.fetch_add(count, Ordering::Relaxed);
-                        if serve_twice {
-                            self.replay.record(tag, &ranges);
-                        }
                         return Ok(ranges);
                     }
                 }
@@ -166,6 +186,15 @@ impl Segments {
                         return Err(Error::new(
                             ErrorCode::TagExhausted,
                             format!("tag '{tag}' has handed out its last ID"),
+                        ));
+                    }
+                    // One failed claim may be a leader change; a second one while this request
+                    // waits means claims fail as soon as they are made.
+                    let failed_loads = buffer.failed_loads.load(Ordering::Relaxed);
+                    if failed_loads - *failed_before_waiting.get_or_insert(failed_loads) >= 2 {
+                        return Err(Error::new(
+                            ErrorCode::SegmentsNotReady,
+                            format!("both segments of tag '{tag}' are used up and the claim of the next one failed"),
                         ));
                     }
                     self.start_load(&buffer);
@@ -204,7 +233,8 @@ impl Segments {
             issued: AtomicU64::new(0),
             claims: AtomicU64::new(0),
             waits: AtomicU64::new(0),
-            rate: Mutex::new((0, Instant::now(), 0.0)),
+            failed_loads: AtomicU64::new(0),
+            rate: Mutex::new(RateSample { issued: 0, at: Instant::now(), ids_per_sec: 0.0 }),
         });
         let mut next = HashMap::clone(&current);
         next.insert(tag.to_string(), buffer.clone());
@@ -220,37 +250,41 @@ impl Segments {
         let segments = Arc::clone(self);
         let buffer = Arc::clone(buffer);
         tokio::spawn(async move {
-            segments.load(&buffer).await;
+            if !segments.load(&buffer).await {
+                buffer.failed_loads.fetch_add(1, Ordering::Relaxed);
+            }
             buffer.loaded.notify_waiters();
         });
     }
 
-    async fn load(&self, buffer: &TagBuffer) {
+    /// Claims the next segment; `false` when none was installed.
+    async fn load(&self, buffer: &TagBuffer) -> bool {
         let tag_step = self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.step));
         let Some(tag_step) = tag_step else {
             buffer.buffer.load_failed();
-            return;
+            return false;
         };
         let previous = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
-        let step = self.config.step_policy.next_step(tag_step, previous.map(|(step, at, _)| (step, at.elapsed())));
-        if self.planted_on_follower(PlantedBug::UncommittedClaim) {
-            let max_id = self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.max_id));
-            if let Some((start, Some(end))) = max_id.map(|start| (start, start.checked_add(step))) {
-                buffer.buffer.install_next(IdRange { start, end });
-                return;
-            }
+        let step = self.config.step_policy.next_step(tag_step, previous.map(|last| (last.step, last.at.elapsed())));
+        let local_max_id = || self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.max_id));
+        if let Some(range) = planted::segment_without_claim(|| self.is_follower(), local_max_id, step) {
+            buffer.buffer.install_next(range);
+            return true;
         }
         let started = Instant::now();
         let res = self.cluster.write(raft::Request::ClaimSegment { tag: buffer.tag.clone(), step }).await;
         self.metrics.observe_claim(&buffer.tag, started.elapsed(), res.is_ok());
         match res {
             Ok(raft::Response::Segment { start, end }) => {
-                *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner()) = Some((step, Instant::now(), now_ms()));
+                *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some(LastClaim { step, at: Instant::now(), at_ms: now_ms() });
                 buffer.claims.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(new_max_id = end, tag = %buffer.tag, start, step, "segment claim committed");
-                if !buffer.buffer.install_next(IdRange { start, end }) {
+                let range = planted::segment_to_install(|| self.is_follower(), &buffer.tag, IdRange { start, end });
+                if !buffer.buffer.install_next(range) {
                     tracing::info!(tag = %buffer.tag, start, end, "claim arrived after close; its range stays unused");
                 }
+                return true;
             }
             Ok(raft::Response::Rejected(raft::Rejection::TagExhausted)) => {
                 buffer.exhausted.store(true, Ordering::Relaxed);
@@ -265,11 +299,12 @@ impl Segments {
                 buffer.buffer.load_failed();
             }
         }
+        false
     }
 
-    /// Whether `bug` is planted in this process and this node is not the leader (debug builds only).
-    fn planted_on_follower(&self, bug: PlantedBug) -> bool {
-        crate::planted::active() == Some(bug) && self.cluster.metrics().current_leader != Some(self.cluster.node_id())
+    /// Whether this node is not the leader (asked only by planted bugs).
+    fn is_follower(&self) -> bool {
+        self.cluster.metrics().current_leader != Some(self.cluster.node_id())
     }
 
     /// Creates buffers for every tag and starts their first loads (`--preload`).
@@ -311,27 +346,20 @@ impl Segments {
     }
 
     /// This node's buffers for `tag`, or `None` before its first request.
-    pub fn view(&self, tag: &str) -> Option<BufferView> {
+    pub fn view(&self, tag: &str) -> Option<BufferState> {
         let buffers = self.buffers.load();
         let buffer = buffers.get(tag)?;
         let state = buffer.buffer.state();
         let last_claim = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
         let issued = buffer.issued.load(Ordering::Relaxed);
-        let ids_per_sec = {
-            let mut rate = buffer.rate.lock().unwrap_or_else(|p| p.into_inner());
-            let elapsed = rate.1.elapsed().as_secs_f64();
-            if elapsed >= 1.0 {
-                *rate = (issued, Instant::now(), issued.saturating_sub(rate.0) as f64 / elapsed);
-            }
-            rate.2
-        };
-        Some(BufferView {
-            current: state.current.map(RangeView::from),
-            cursor: state.current.map(|_| state.cursor.to_string()),
-            next: state.next.map(RangeView::from),
+        let ids_per_sec = buffer.rate.lock().unwrap_or_else(|p| p.into_inner()).update(issued);
+        Some(BufferState {
+            current: state.current,
+            cursor: state.current.map(|_| state.cursor),
+            next: state.next,
             loading: state.loading,
-            step: last_claim.map(|(step, _, _)| step),
-            last_claim_at: last_claim.map(|(_, _, at_ms)| crate::api::rfc3339(at_ms)),
+            step: last_claim.map(|last| last.step),
+            last_claim_at_ms: last_claim.map(|last| last.at_ms),
             ids_issued: issued,
             claims: buffer.claims.load(Ordering::Relaxed),
             waits: buffer.waits.load(Ordering::Relaxed),
@@ -359,13 +387,4 @@ impl Segments {
         stats.sort_by(|a, b| a.tag.cmp(&b.tag));
         stats
     }
-}
-
-/// One tag's counters on this node.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagStats {
-    pub tag: String,
-    pub ids_issued: u64,
-    pub waits: u64,
-    pub ids_left: u64,
 }

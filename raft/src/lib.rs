@@ -7,6 +7,7 @@
 //! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
 //!   applied log id and the membership) and its deterministic `apply`.
 //! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
+//! - [`node`]: `Node`, a member as the membership records it (address and disk incarnation).
 //! - [`tag`]: tag names and the numeric limits every layer checks.
 //! - [`codec`]: the one bincode configuration used on the wire and on disk.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
@@ -18,6 +19,7 @@ use std::io::Cursor;
 
 pub mod codec;
 pub mod network;
+pub mod node;
 pub mod request;
 pub mod snowflake;
 pub mod state_machine;
@@ -33,7 +35,7 @@ pub use state_machine::IdStateMachine;
 pub use state_machine::TagRecord;
 
 pub type NodeId = u64;
-pub type Node = openraft::BasicNode;
+pub use node::Node;
 
 openraft::declare_raft_types!(
     /// The openraft type configuration of leafraft.

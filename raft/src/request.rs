@@ -4,6 +4,8 @@
 //! appended at the end, existing variants never change their fields, and nothing time-like is
 //! read while applying: whatever depends on time travels inside the command (`now_ms`).
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -33,6 +35,15 @@ pub enum Request {
     ExtendWorker { worker: u32, epoch: u64, window_end_ms: u64, now_ms: u64 },
     /// Frees a lease if `epoch` holds; `used_until_ms` lowers its window to what was used.
     ReleaseWorker { worker: u32, epoch: u64, used_until_ms: Option<u64> },
+    /// Records the cluster ID if none is recorded yet (and `cluster_id` is nonzero); answers the
+    /// recorded one. The first leader proposes the ID every initial member derived from the
+    /// initial membership.
+    SetClusterId { cluster_id: u64 },
+    /// Fills a new cluster with the state `leafraft recover` computed from a lost one: the tags
+    /// (their `max_id` already raised by the safety margin), the snowflake layout, and the floor
+    /// below which no worker's holding starts. Applies only while the state holds no tag and no
+    /// worker, so it can never lower anything a running cluster handed out.
+    Restore { tags: BTreeMap<String, TagRecord>, layout: Option<SnowflakeLayout>, snowflake_floor_ms: u64 },
 }
 
 impl Request {
@@ -46,7 +57,9 @@ impl Request {
             Request::SetSnowflakeLayout { .. }
             | Request::AcquireWorker { .. }
             | Request::ExtendWorker { .. }
-            | Request::ReleaseWorker { .. } => None,
+            | Request::ReleaseWorker { .. }
+            | Request::SetClusterId { .. }
+            | Request::Restore { .. } => None,
         }
     }
 }
@@ -85,6 +98,14 @@ pub enum Response {
     },
     WorkerReleased {
         applied: bool,
+    },
+    /// The cluster ID recorded in the replicated state (0: none yet).
+    ClusterId {
+        cluster_id: u64,
+    },
+    /// A restore filled the state with this many tags.
+    Restored {
+        tags: u64,
     },
 }
 

@@ -9,6 +9,8 @@
 //!    holding may have used. Together: no two holdings' timestamp ranges overlap, whatever the
 //!    clocks say.
 //! 3. Everything time-like (`now_ms`, the lease and window lengths) comes in the command.
+//! 4. No holding starts below the registry's `floor_ms`, which only a restore sets: a recovered
+//!    cluster's holdings, of every worker ID, start above any window the old cluster committed.
 
 use std::collections::BTreeMap;
 
@@ -82,6 +84,9 @@ pub struct SnowflakeRegistry {
     /// Recorded by the first node that asks; never changes afterwards.
     pub layout: Option<SnowflakeLayout>,
     pub workers: BTreeMap<u32, WorkerLease>,
+    /// Unix ms: no holding of any worker, used before or not, starts below this. 0 except in a
+    /// cluster built by `leafraft recover`, whose old windows are not all known (`Request::Restore`).
+    pub floor_ms: u64,
 }
 
 impl SnowflakeRegistry {
@@ -125,7 +130,7 @@ impl SnowflakeRegistry {
             return Response::Rejected(Rejection::NoWorkerAvailable);
         };
         let previous = self.workers.get(&worker);
-        let floor_ms = previous.map_or(0, |lease| lease.window_end_ms.saturating_add(1));
+        let floor_ms = previous.map_or(0, |lease| lease.window_end_ms.saturating_add(1)).max(self.floor_ms);
         let epoch = previous.map_or(1, |lease| lease.epoch + 1);
         let window_end_ms = now_ms.max(floor_ms).saturating_add(window_ms);
         let lease = WorkerLease {

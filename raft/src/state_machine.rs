@@ -7,6 +7,8 @@
 //! 3. `max_id` never exceeds `MAX_ID_LIMIT` (`i64::MAX`); a tag at the limit is exhausted.
 //! 4. `apply` reads nothing but its arguments: no clock, no randomness, no local config.
 //! 5. The snowflake registry keeps its own invariants: see `crate::snowflake`.
+//! 6. `cluster_id`, once nonzero, never changes.
+//! 7. A restore applies only to a state with no tag and no worker, all of it or nothing.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,7 @@ use serde::Serialize;
 use crate::request::Rejection;
 use crate::request::Request;
 use crate::request::Response;
+use crate::snowflake::SnowflakeLayout;
 use crate::snowflake::SnowflakeRegistry;
 use crate::tag;
 use crate::typ;
@@ -41,6 +44,9 @@ pub struct IdStateMachine {
     pub membership: typ::StoredMembership,
     pub tags: BTreeMap<String, TagRecord>,
     pub snowflake: SnowflakeRegistry,
+    /// The ID of the cluster this state belongs to, fixed once at formation (0: not set yet).
+    /// Peers compare it on every Raft RPC so that two clusters on the same hosts never mix.
+    pub cluster_id: u64,
 }
 
 impl IdStateMachine {
@@ -81,7 +87,56 @@ impl IdStateMachine {
             Request::ReleaseWorker { worker, epoch, used_until_ms } => {
                 self.snowflake.release(*worker, *epoch, *used_until_ms)
             }
+            Request::SetClusterId { cluster_id } => self.set_cluster_id(*cluster_id),
+            Request::Restore { tags, layout, snowflake_floor_ms } => self.restore(tags, *layout, *snowflake_floor_ms),
         }
+    }
+
+    /// The cluster ID is set once; a second proposal (another leader's, a retry) changes nothing
+    /// and learns the recorded one.
+    fn set_cluster_id(&mut self, cluster_id: u64) -> Response {
+        if self.cluster_id == 0 {
+            self.cluster_id = cluster_id;
+        }
+        Response::ClusterId { cluster_id: self.cluster_id }
+    }
+
+    /// Fills an empty state with a recovered cluster's tags, layout and snowflake floor.
+    fn restore(
+        &mut self,
+        tags: &BTreeMap<String, TagRecord>,
+        layout: Option<SnowflakeLayout>,
+        snowflake_floor_ms: u64,
+    ) -> Response {
+        if !self.tags.is_empty() || !self.snowflake.workers.is_empty() {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a restore applies only to an empty cluster; this one holds {} tags and {} workers",
+                self.tags.len(),
+                self.snowflake.workers.len()
+            )));
+        }
+        let checked = tags.iter().try_for_each(|(name, record)| {
+            tag::validate_tag(name)
+                .and_then(|()| tag::validate_max_id(record.max_id))
+                .and_then(|()| tag::validate_step(record.step))
+                .and_then(|()| tag::validate_description(&record.description))
+        });
+        let checked = checked.and_then(|()| match (layout, self.snowflake.layout) {
+            (Some(restored), Some(recorded)) if restored != recorded => {
+                Err(format!("the restored snowflake layout {restored:?} differs from the recorded {recorded:?}"))
+            }
+            (Some(restored), _) => restored.validate(),
+            (None, _) => Ok(()),
+        });
+        if let Err(msg) = checked {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        self.tags = tags.clone();
+        if layout.is_some() {
+            self.snowflake.layout = layout;
+        }
+        self.snowflake.floor_ms = self.snowflake.floor_ms.max(snowflake_floor_ms);
+        Response::Restored { tags: tags.len() as u64 }
     }
 
     fn create_tag(&mut self, name: &str, max_id: u64, step: u64, description: &str, now_ms: u64) -> Response {
@@ -100,11 +155,16 @@ impl IdStateMachine {
             updated_at_ms: now_ms,
         };
         if let Some(existing) = self.tags.get(name) {
-            // A forwarded create that is retried carries the same `now_ms`: answering it with the
-            // tag instead of TAG_EXISTS makes the retry idempotent. Only an untouched tag can
-            // match, because any claim moves `max_id`.
-            if *existing == record {
-                return Response::Tag { tag: name.to_string(), record };
+            // A create sent again after a leader change may commit twice, claims in between. A
+            // copy carries the same `now_ms`, step and description, and no claim or release ever
+            // takes `max_id` below where the create put it: then it is answered with the tag,
+            // as the first copy was, and changes nothing.
+            let same_create = existing.created_at_ms == now_ms
+                && existing.step == step
+                && existing.description == description
+                && existing.max_id >= max_id;
+            if same_create {
+                return Response::Tag { tag: name.to_string(), record: existing.clone() };
             }
             return Response::Rejected(Rejection::TagExists);
         }
@@ -132,6 +192,16 @@ impl IdStateMachine {
         };
         if let Some(new_max_id) = max_id {
             if new_max_id < record.max_id {
+                // A raise sent again after a leader change may commit twice, claims moving
+                // `max_id` past it in between. The copy carries the `now_ms` of the tag's last
+                // update and asks for the step and description it already has: its effect holds,
+                // so it is answered with the tag and changes nothing.
+                let same_update = record.updated_at_ms == now_ms
+                    && step.is_none_or(|step| step == record.step)
+                    && description.is_none_or(|description| description == record.description);
+                if same_update {
+                    return Response::Tag { tag: name.to_string(), record: record.clone() };
+                }
                 return Response::Rejected(Rejection::MaxIdDecrease { current: record.max_id });
             }
         }

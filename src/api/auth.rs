@@ -1,5 +1,5 @@
-//! The cluster secret: `/raft/*` and every write need `Authorization: Bearer <secret>` when the
-//! node has one. Reads and ID requests stay open.
+//! The cluster secret: `/raft/*`, every write and `GET /v1/backup` (a copy of every tag) need
+//! `Authorization: Bearer <secret>` when the node has one. Other reads and ID requests stay open.
 
 use axum::extract::Request;
 use axum::extract::State;
@@ -14,10 +14,11 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 
 pub async fn require_secret(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(secret) = state.cluster.secret() else {
+    let Some(secret) = state.secret.as_deref() else {
         return next.run(request).await;
     };
     let needs_secret = request.uri().path().starts_with("/raft/")
+        || request.uri().path() == "/v1/backup"
         || !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if !needs_secret {
         return next.run(request).await;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::AppState;
+use crate::cluster::check_addr;
 use crate::cluster::ClusterStatus;
 use crate::error::Error;
 use raft::NodeId;
@@ -20,6 +21,10 @@ pub struct AddLearner {
     #[schema(value_type = u64)]
     pub node_id: NodeId,
     pub addr: String,
+    /// The joining node's data dir incarnation (16 hex digits), sent by `--join`; without it the
+    /// leader asks the node at `addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incarnation: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -42,7 +47,8 @@ pub async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
     Json(state.cluster.status())
 }
 
-/// Adds a learner and answers once it has caught up.
+/// Adds a learner and answers once it has caught up (its matched log index within
+/// `MAX_PROMOTION_LAG` of the leader's), recording the identity of the disk that answers at `addr`.
 #[utoipa::path(
     post,
     path = "/v1/cluster/learners",
@@ -54,22 +60,28 @@ pub async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
         (status = 200, description = "Added and caught up; the cluster status after", body = ClusterStatus),
         (status = 400, description = "`INVALID_ARGUMENT`: addr is not HOST:PORT, or a bad body", body = crate::error::ErrorBody),
         (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
-        (status = 503, description = "`NO_LEADER`, also when the learner did not catch up in time",
-            body = crate::error::ErrorBody),
+        (status = 409, description = "`CLUSTER_MISMATCH`: the node ID is a member with another data dir, or the node \
+            at addr belongs to another cluster", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`, also when the learner did not catch up in time (it stays a \
+            learner; the voters are unchanged)", body = crate::error::ErrorBody),
     )
 )]
 pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<Json<ClusterStatus>, Error> {
     let add: AddLearner = body::json(&bytes)?;
     let addr = add.addr.trim().to_string();
-    let valid = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-    if !valid {
-        return Err(Error::invalid(format!("addr '{addr}' is not HOST:PORT")));
-    }
-    state.cluster.add_learner(add.node_id, addr).await?;
+    check_addr(&addr)?;
+    let incarnation = match add.incarnation.as_deref().map(str::trim) {
+        None => 0,
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .ok()
+            .filter(|incarnation| *incarnation != 0)
+            .ok_or_else(|| Error::invalid(format!("incarnation '{hex}' is not a nonzero hex number")))?,
+    };
+    state.cluster.add_learner(add.node_id, addr, incarnation).await?;
     Ok(Json(state.cluster.status()))
 }
 
-/// Promotes a learner to voter.
+/// Promotes a learner to voter, only while it replicates the leader's log.
 #[utoipa::path(
     post,
     path = "/v1/cluster/voters",
@@ -81,7 +93,9 @@ pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<
         (status = 200, description = "Promoted; the cluster status after", body = ClusterStatus),
         (status = 400, description = "`INVALID_ARGUMENT`: bad body", body = crate::error::ErrorBody),
         (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
-        (status = 409, description = "`NOT_A_LEARNER`", body = crate::error::ErrorBody),
+        (status = 409, description = "`NOT_A_LEARNER`; `LEARNER_NOT_CAUGHT_UP` while its matched log index is more than \
+            `MAX_PROMOTION_LAG` (100) behind the leader's or it does not answer; `CLUSTER_MISMATCH` when another disk \
+            answers at its address", body = crate::error::ErrorBody),
         (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
     )
 )]

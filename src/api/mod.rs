@@ -4,19 +4,19 @@
 //! API Boundary: paths, JSON shapes and error codes are the contract of SPEC.md §4 and §6.
 
 mod auth;
+mod backup;
 mod body;
 mod cluster;
-mod forward;
 mod health;
 pub mod openapi;
+mod peer;
 mod segments;
-mod snowflake;
+mod snowflakes;
 pub mod status;
 mod tags;
 
 use std::sync::Arc;
 
-use axum::extract::DefaultBodyLimit;
 use axum::extract::MatchedPath;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -46,6 +46,8 @@ pub struct AppState {
     pub segments: Arc<Segments>,
     pub snowflakes: Arc<Snowflakes>,
     pub metrics: Arc<Metrics>,
+    /// The cluster secret `/raft/*` and writes need, when there is one.
+    pub secret: Option<Arc<str>>,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -58,25 +60,32 @@ pub fn router(state: AppState) -> Router {
         .route("/api/segment/get/{tag}", get(segments::leaf_get))
         .route("/v1/segment/{tag}", get(segments::ids))
         .route("/v1/segment/{tag}/ranges", get(segments::ranges))
-        .route("/api/snowflake/get/{key}", get(snowflake::leaf_get))
-        .route("/decodeSnowflakeId", get(snowflake::leaf_decode))
-        .route("/v1/snowflake", get(snowflake::ids))
-        .route("/v1/snowflake/decode/{id}", get(snowflake::decode))
-        .route("/v1/workers", get(snowflake::workers))
-        .route("/v1/workers/{id}/release", post(snowflake::release_worker))
-        .route("/v1/clock", get(snowflake::clock))
+        .route("/api/snowflake/get/{key}", get(snowflakes::leaf_get))
+        .route("/decodeSnowflakeId", get(snowflakes::leaf_decode))
+        .route("/v1/snowflake", get(snowflakes::ids))
+        .route("/v1/snowflake/decode/{id}", get(snowflakes::decode))
+        .route("/v1/workers", get(snowflakes::workers))
+        .route("/v1/workers/{id}/release", post(snowflakes::release_worker))
+        .route("/v1/clock", get(snowflakes::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
         .route("/v1/cluster", get(cluster::status))
         .route("/v1/cluster/learners", post(cluster::add_learner))
         .route("/v1/cluster/voters", post(cluster::promote_voter))
         .route("/v1/cluster/members/{id}", axum::routing::delete(cluster::remove_member))
-        .route("/raft/forward", post(forward::forward).layer(DefaultBodyLimit::max(16 << 20)))
+        .route("/v1/backup", get(backup::backup))
         .with_state(state.clone())
-        .merge(raft::network::routes(state.cluster.raft().clone()))
+        .merge(peer_routes(state.clone()))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(state, auth::require_secret))
+}
+
+/// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.
+fn peer_routes(state: AppState) -> Router {
+    crate::cluster::peer_routes(state.cluster.clone())
+        .merge(raft::network::routes(state.cluster.raft().clone()))
+        .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }
 
 /// Counts every routed request by its route template and status code.
@@ -102,7 +111,16 @@ async fn count_requests(
         body = String))
 )]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    let text = state.metrics.render(&state.cluster, &state.segments, &state.snowflakes);
+    let scrape = crate::metrics::Scrape {
+        now_ms: crate::clock::now_ms(),
+        cluster: state.cluster.status(),
+        last_log_index: state.cluster.metrics().last_log_index,
+        tags: state.segments.stats(),
+        snowflake: state.snowflakes.status(),
+        snowflake_years_left: state.snowflakes.years_left(),
+        identity_refusals: state.cluster.identity().refusals(),
+    };
+    let text = state.metrics.render(&scrape);
     ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)
 }
 

@@ -33,7 +33,7 @@ pub struct SegmentIds {
 pub struct SegmentRanges {
     #[schema(example = "order")]
     pub tag: String,
-    pub ranges: Vec<crate::segments::RangeView>,
+    pub ranges: Vec<crate::api::tags::RangeView>,
 }
 
 /// `GET /v1/snowflake`: snowflake IDs as decimal strings.
@@ -95,6 +95,11 @@ pub struct SnowflakeReadiness {
     pub reason: Option<String>,
 }
 
+/// `GET /v1/backup`: the backup file, binary (magic, version, state, CRC-32; see `src/backup.rs`).
+#[derive(Debug, utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+pub struct BackupFile(pub Vec<u8>);
+
 /// How snowflake IDs are laid out (1 sign bit, then time, worker and sequence bits); recorded in
 /// the cluster at first start. Mirrors `raft::SnowflakeLayout` (checked by a test).
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
@@ -132,13 +137,15 @@ Every node answers every route; writes are forwarded to the leader. IDs are deci
 | `INVALID_ARGUMENT` | 400 | bad tag name, count out of range, malformed JSON, unknown field |
 | `TAG_EXISTS`, `MAX_ID_DECREASE`, `NOT_A_LEARNER`, `LAST_VOTER` | 409 | conflicts of tag and membership writes |
 | `NODE_NOT_FOUND`, `NOT_FOUND` | 404 | unknown member; unknown route or worker |
+| `LEARNER_NOT_CAUGHT_UP` | 409 | promotion of a learner that does not yet replicate the leader's log |
+| `CLUSTER_MISMATCH` | 409 | a join, vote or append between members of different clusters or identities |
 | `UNAUTHORIZED` | 401 | missing or wrong secret |
 
 Leaf's paths (`/api/segment/get/{tag}`, `/api/snowflake/get/{key}`) answer errors exactly as Leaf: HTTP 500 \
 with the `text/plain` body `Result{id=-N, status=EXCEPTION}`.
 
-**Secret.** When the nodes run with `--secret`, every write (POST, PATCH, DELETE) needs \
-`Authorization: Bearer <secret>`; reads and ID requests stay open.
+**Secret.** When the nodes run with `--secret`, every write (POST, PATCH, DELETE) and `GET /v1/backup` need \
+`Authorization: Bearer <secret>`; other reads and ID requests stay open.
 
 **Not described here:** `/raft/*`, the Raft RPCs and forwarded writes between nodes (bincode bodies, \
 never for clients).";
@@ -148,23 +155,24 @@ never for clients).";
     info(title = "leafraft", description = DESCRIPTION),
     paths(
         api::segments::leaf_get,
-        api::snowflake::leaf_get,
-        api::snowflake::leaf_decode,
+        api::snowflakes::leaf_get,
+        api::snowflakes::leaf_decode,
         api::segments::ids,
         api::segments::ranges,
-        api::snowflake::ids,
-        api::snowflake::decode,
+        api::snowflakes::ids,
+        api::snowflakes::decode,
         api::tags::list,
         api::tags::create,
         api::tags::get,
         api::tags::update,
-        api::snowflake::workers,
-        api::snowflake::release_worker,
-        api::snowflake::clock,
+        api::snowflakes::workers,
+        api::snowflakes::release_worker,
+        api::snowflakes::clock,
         api::cluster::status,
         api::cluster::add_learner,
         api::cluster::promote_voter,
         api::cluster::remove_member,
+        api::backup::backup,
         api::health::healthz,
         api::health::readyz,
         api::metrics,
@@ -221,170 +229,4 @@ pub async fn openapi_json() -> impl IntoResponse {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeSet;
-
-    use serde_json::Value;
-
-    use super::*;
-
-    const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
-
-    /// `(method, path)` of every `.route(PATH, METHOD(handler)...)` in `api/mod.rs` (also
-    /// `axum::routing::METHOD(...)` and chains like `get(a).post(b)`), `/raft/*` left out.
-    fn routes_in_router_source() -> BTreeSet<(String, String)> {
-        let source = include_str!("mod.rs");
-        let mut routes = BTreeSet::new();
-        let mut rest = source;
-        while let Some(at) = rest.find(".route(") {
-            rest = &rest[at + ".route(".len()..];
-            // The call's arguments: up to the parenthesis that closes `.route(`.
-            let mut depth = 1;
-            let end = rest
-                .char_indices()
-                .find(|&(_, c)| {
-                    match c {
-                        '(' => depth += 1,
-                        ')' => depth -= 1,
-                        _ => {}
-                    }
-                    depth == 0
-                })
-                .map_or(rest.len(), |(i, _)| i);
-            let args = &rest[..end];
-            let path = args.split('"').nth(1).unwrap_or_else(|| panic!("no path literal in .route({args})"));
-            let handlers = &args[args.find(',').unwrap_or(args.len())..];
-            let mut found = false;
-            for (i, _) in handlers.match_indices('(') {
-                let ident: String = handlers[..i]
-                    .chars()
-                    .rev()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect();
-                if METHODS.contains(&ident.as_str()) {
-                    found = true;
-                    if !path.starts_with("/raft/") {
-                        routes.insert((ident, path.to_string()));
-                    }
-                }
-            }
-            assert!(found, "no method router in .route({args})");
-        }
-        routes
-    }
-
-    fn document_json() -> Value {
-        serde_json::from_str(document()).expect("the document is JSON")
-    }
-
-    fn operations(doc: &Value) -> BTreeSet<(String, String)> {
-        let mut out = BTreeSet::new();
-        for (path, item) in doc["paths"].as_object().expect("paths") {
-            for method in METHODS {
-                if item.get(method).is_some() {
-                    out.insert((method.to_string(), path.clone()));
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn every_routed_path_and_method_is_documented_and_nothing_else() {
-        let routed = routes_in_router_source();
-        assert!(routed.len() >= 20, "the router parser found too little: {routed:?}");
-        assert!(
-            routed.contains(&("get".into(), "/v1/tags".into())) && routed.contains(&("post".into(), "/v1/tags".into()))
-        );
-        let documented = operations(&document_json());
-        let undocumented: Vec<_> = routed.difference(&documented).collect();
-        let unrouted: Vec<_> = documented.difference(&routed).collect();
-        assert!(undocumented.is_empty(), "routes in api/mod.rs missing from /openapi.json: {undocumented:?}");
-        assert!(unrouted.is_empty(), "operations in /openapi.json that api/mod.rs does not route: {unrouted:?}");
-    }
-
-    #[test]
-    fn raft_routes_are_left_out_and_said_to_be() {
-        let doc = document_json();
-        assert!(doc["paths"].as_object().unwrap().keys().all(|p| !p.starts_with("/raft")));
-        assert!(doc["info"]["description"].as_str().unwrap().contains("/raft/*"));
-    }
-
-    #[test]
-    fn every_operation_has_a_success_answer_and_errors_use_the_error_body() {
-        let doc = document_json();
-        for (path, item) in doc["paths"].as_object().unwrap() {
-            for (method, op) in item.as_object().unwrap() {
-                let responses = op["responses"].as_object().unwrap_or_else(|| panic!("{method} {path}: no responses"));
-                assert!(responses.keys().any(|s| s.starts_with('2')), "{method} {path}: no 2xx answer");
-                for (status, response) in responses {
-                    let json_error = response.pointer("/content/application~1json/schema/$ref");
-                    if status.starts_with('4') || status.starts_with('5') {
-                        let leaf = path.starts_with("/api/") && status == "500";
-                        assert!(
-                            leaf || json_error == Some(&Value::from("#/components/schemas/ErrorBody")),
-                            "{method} {path} {status}: error answers are ErrorBody: {response}"
-                        );
-                    }
-                }
-                let writes = ["post", "patch", "delete"].contains(&method.as_str());
-                let has_401 = responses.contains_key("401");
-                assert_eq!(writes, has_401, "{method} {path}: writes (and only writes) may answer 401");
-                assert_eq!(writes, op.get("security").is_some(), "{method} {path}: writes name the secret");
-            }
-        }
-    }
-
-    #[test]
-    fn the_error_schema_lists_every_code() {
-        let doc = document_json();
-        let codes: BTreeSet<&str> = doc
-            .pointer("/components/schemas/ErrorCode/enum")
-            .and_then(Value::as_array)
-            .expect("ErrorCode enum")
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        for code in [
-            "NOT_READY",
-            "TAG_NOT_FOUND",
-            "SEGMENTS_NOT_READY",
-            "CLOCK_BACKWARDS",
-            "WORKER_UNAVAILABLE",
-            "TAG_EXHAUSTED",
-            "NO_LEADER",
-            "INVALID_ARGUMENT",
-            "TAG_EXISTS",
-            "MAX_ID_DECREASE",
-            "NOT_A_LEARNER",
-            "LAST_VOTER",
-            "UNAUTHORIZED",
-        ] {
-            assert!(codes.contains(code), "{code} missing from ErrorCode: {codes:?}");
-            assert!(DESCRIPTION.contains(code), "{code} missing from the description's table");
-        }
-        let error = doc.pointer("/components/schemas/Error/properties").expect("Error properties");
-        let fields: BTreeSet<&String> = error.as_object().unwrap().keys().collect();
-        assert_eq!(fields, ["code".to_string(), "message".to_string()].iter().collect());
-    }
-
-    #[test]
-    fn the_layout_schema_mirrors_the_raft_type() {
-        let real = serde_json::to_value(raft::SnowflakeLayout::LEAF).unwrap();
-        let mirror: SnowflakeLayout = serde_json::from_value(real.clone()).expect("same fields");
-        assert_eq!(serde_json::to_value(mirror).unwrap(), real);
-    }
-
-    #[test]
-    fn max_id_is_documented_as_number_or_string() {
-        let doc = document_json();
-        let create = doc.pointer("/components/schemas/CreateTag/properties/max_id").expect("CreateTag.max_id");
-        assert!(create.to_string().contains("#/components/schemas/MaxId"), "{create}");
-        let max_id = doc.pointer("/components/schemas/MaxId/oneOf").expect("MaxId is one of two");
-        let types: Vec<&Value> = max_id.as_array().unwrap().iter().map(|s| &s["type"]).collect();
-        assert_eq!(types, [&Value::from("integer"), &Value::from("string")], "{max_id}");
-    }
-}
+mod tests;

@@ -42,7 +42,7 @@ pub fn push_id_list(out: &mut String, ids: impl Iterator<Item = u64>) {
 
 /// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
 /// leafraft's for an exhausted tag.
-pub fn leaf_code(code: ErrorCode) -> i32 {
+pub fn leaf_segment_code(code: ErrorCode) -> i32 {
     match code {
         ErrorCode::TagNotFound | ErrorCode::InvalidArgument => -2,
         ErrorCode::SegmentsNotReady => -3,
@@ -86,7 +86,7 @@ pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, P
             }
             None => leaf_error(-3),
         },
-        Err(e) => leaf_error(leaf_code(e.code)),
+        Err(e) => leaf_error(leaf_segment_code(e.code)),
     }
 }
 
@@ -193,9 +193,9 @@ mod tests {
 
     #[test]
     fn leaf_codes() {
-        assert_eq!(leaf_code(ErrorCode::NotReady), -1);
-        assert_eq!(leaf_code(ErrorCode::TagNotFound), -2);
-        assert_eq!(leaf_code(ErrorCode::SegmentsNotReady), -3);
-        assert_eq!(leaf_code(ErrorCode::TagExhausted), -5);
+        assert_eq!(leaf_segment_code(ErrorCode::NotReady), -1);
+        assert_eq!(leaf_segment_code(ErrorCode::TagNotFound), -2);
+        assert_eq!(leaf_segment_code(ErrorCode::SegmentsNotReady), -3);
+        assert_eq!(leaf_segment_code(ErrorCode::TagExhausted), -5);
     }
 }

@@ -18,7 +18,9 @@ use crate::api::body;
 use crate::api::body::MaxId;
 use crate::api::AppState;
 use crate::clock::now_ms;
+use crate::engine::IdRange;
 use crate::error::Error;
+use crate::segments::BufferState;
 use raft::Request;
 use raft::Response;
 use raft::TagRecord;
@@ -53,6 +55,53 @@ fn ser_max_id<S: serde::Serializer>(max_id: &Option<MaxId>, s: S) -> Result<S::O
     }
 }
 
+/// This node's buffer state for one tag, as `/v1/tags/{tag}` shows it: IDs as decimal strings,
+/// times in RFC 3339.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct BufferView {
+    pub current: Option<RangeView>,
+    pub cursor: Option<String>,
+    pub next: Option<RangeView>,
+    pub loading: bool,
+    pub step: Option<u64>,
+    pub last_claim_at: Option<String>,
+    pub ids_issued: u64,
+    pub claims: u64,
+    /// Requests that found both segments used up and waited for a claim.
+    pub waits: u64,
+    pub ids_per_sec: f64,
+}
+
+impl From<BufferState> for BufferView {
+    fn from(state: BufferState) -> BufferView {
+        BufferView {
+            current: state.current.map(RangeView::from),
+            cursor: state.cursor.map(|cursor| cursor.to_string()),
+            next: state.next.map(RangeView::from),
+            loading: state.loading,
+            step: state.step,
+            last_claim_at: state.last_claim_at_ms.map(rfc3339),
+            ids_issued: state.ids_issued,
+            claims: state.claims,
+            waits: state.waits,
+            ids_per_sec: state.ids_per_sec,
+        }
+    }
+}
+
+/// A half-open range `[start, end)` of IDs as decimal strings.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RangeView {
+    pub start: String,
+    pub end: String,
+}
+
+impl From<IdRange> for RangeView {
+    fn from(range: IdRange) -> RangeView {
+        RangeView { start: range.start.to_string(), end: range.end.to_string() }
+    }
+}
+
 /// A tag as the API shows it: `max_id` as a decimal string, times in RFC 3339.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagView {
@@ -63,7 +112,7 @@ pub struct TagView {
     pub created_at: String,
     pub updated_at: String,
     /// This node's buffers for the tag (null until it has served the tag).
-    pub buffers: Option<crate::segments::BufferView>,
+    pub buffers: Option<BufferView>,
 }
 
 impl TagView {
@@ -80,8 +129,20 @@ impl TagView {
     }
 }
 
+/// The last millisecond of year 9999, the latest time RFC 3339 (four-digit years) can write.
+const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
+
+/// A Unix-ms time as RFC 3339 in UTC with milliseconds. Later than year 9999 (reachable through a
+/// snowflake layout or a hostile command), ISO 8601's expanded form with a signed year
+/// (`+12000-01-01T00:00:00.000Z`); past what a calendar library holds (year 262,143), a note.
 pub fn rfc3339(ms: u64) -> String {
-    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+    if ms <= LAST_RFC3339_MS {
+        return humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
+    }
+    i64::try_from(ms).ok().and_then(chrono::DateTime::from_timestamp_millis).map_or_else(
+        || "(after year 262143)".to_string(),
+        |time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,7 +188,7 @@ pub async fn list(
     let mut tags: Vec<TagView> =
         state.cluster.read(|sm| sm.tags.iter().map(|(tag, record)| TagView::new(tag, record)).collect());
     for view in &mut tags {
-        view.buffers = state.segments.view(&view.tag);
+        view.buffers = state.segments.view(&view.tag).map(BufferView::from);
     }
     Ok(Json(TagList { tags }))
 }
@@ -160,7 +221,7 @@ pub async fn get(
     prepare_read(&state, params).await?;
     let view = state.cluster.read(|sm| sm.tags.get(&tag).map(|record| TagView::new(&tag, record)));
     let mut view = view.ok_or_else(|| Error::tag_not_found(&tag))?;
-    view.buffers = state.segments.view(&tag);
+    view.buffers = state.segments.view(&tag).map(BufferView::from);
     Ok(Json(view))
 }
 
@@ -243,5 +304,19 @@ fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
         Response::Tag { tag, record } => Ok(TagView::new(&tag, &record)),
         Response::Rejected(rejection) => Err(Error::from_rejection(tag, &rejection)),
         other => Err(Error::no_leader(format!("unexpected answer to a tag write: {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_after_year_9999_are_written_not_panicked_on() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(LAST_RFC3339_MS), "9999-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339(LAST_RFC3339_MS + 1), "+10000-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(316_516_204_800_000), "+12000-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(u64::MAX), "(after year 262143)");
     }
 }

@@ -8,9 +8,13 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// The layout version of every persisted value. Bump it (and keep a decoder for the old one) when
-/// any persisted type changes its layout.
-pub const FORMAT_VERSION: u8 = 1;
+/// The layout version of every persisted value. Bump it when any persisted type changes its
+/// layout, and either keep a decoder for the old one or refuse it by name.
+///
+/// Version 2 added the member incarnation to every membership (`raft::Node`) and the cluster ID
+/// to the state machine. Version 1 was never released and is refused (`OpenError::OutdatedVersion`):
+/// its members carry no incarnation, so a store of it could not take part in identity checks.
+pub const FORMAT_VERSION: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {

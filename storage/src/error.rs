@@ -27,6 +27,14 @@ pub enum OpenError {
         dir.display()
     )]
     UnsupportedVersion { dir: PathBuf, what: &'static str, found: u8 },
+    /// A stored value carries a format version older than this binary reads (version 1, before
+    /// member identities, was never released and is not converted).
+    #[error(
+        "cannot open the store in {}: the stored {what} has format version {found}, written by an older \
+         leafraft; this binary reads only version {FORMAT_VERSION} and does not convert it. {REBUILD_HINT}",
+        dir.display()
+    )]
+    OutdatedVersion { dir: PathBuf, what: &'static str, found: u8 },
     /// The directory or its files cannot be read or written, or another process holds its lock.
     #[error("cannot open the store in {}: {source}", dir.display())]
     Io { dir: PathBuf, source: io::Error },
@@ -37,6 +45,14 @@ pub enum OpenError {
         dir.display()
     )]
     Locked { dir: PathBuf },
+    /// The data directory's identity names another node: starting would make this node an
+    /// impostor with another member's log.
+    #[error(
+        "cannot start on the data dir {}: this data dir belongs to node {owner}, not node {node_id}; \
+         start node {owner} on it, or give node {node_id} an empty directory and add it with --join",
+        dir.display()
+    )]
+    ForeignIdentity { dir: PathBuf, owner: u64, node_id: u64 },
     /// sled failed for another reason (unsupported configuration, internal bug).
     #[error("cannot open the store in {}: {detail}", dir.display())]
     Engine { dir: PathBuf, detail: String },
@@ -56,6 +72,9 @@ impl OpenError {
     pub(crate) fn from_load(dir: PathBuf, what: &'static str, e: Error) -> OpenError {
         match e {
             Error::Engine(e) => OpenError::from_engine(dir, e),
+            Error::Codec(CodecError::UnknownVersion { found }) if found < FORMAT_VERSION => {
+                OpenError::OutdatedVersion { dir, what, found }
+            }
             Error::Codec(CodecError::UnknownVersion { found }) => OpenError::UnsupportedVersion { dir, what, found },
             e => OpenError::Corrupt { dir, detail: format!("the stored {what} cannot be read ({e})") },
         }

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
-use openraft::BasicNode;
 use openraft::CommittedLeaderId;
 use openraft::EntryPayload;
 use openraft::Membership;
@@ -19,8 +18,8 @@ pub fn log_id(term: u64, index: u64) -> typ::LogId {
 }
 
 pub fn membership(voters: &[u64]) -> typ::Membership {
-    let nodes: BTreeMap<u64, BasicNode> =
-        voters.iter().map(|&id| (id, BasicNode::new(format!("127.0.0.1:{}", 8080 + id)))).collect();
+    let nodes: BTreeMap<u64, raft::Node> =
+        voters.iter().map(|&id| (id, raft::Node::new(format!("127.0.0.1:{}", 8080 + id), 0x1000 + id))).collect();
     Membership::new(vec![voters.iter().copied().collect::<BTreeSet<_>>()], nodes)
 }
 
@@ -44,7 +43,8 @@ pub fn claim(tag: &str, step: u64) -> Request {
     Request::ClaimSegment { tag: tag.into(), step }
 }
 
-/// One request of every variant, valid in this order on an empty state machine.
+/// One request of every variant, valid in this order on an empty state machine (but for the
+/// restore at the end, which is refused there: the state holds a tag by then).
 pub fn every_request() -> Vec<Request> {
     vec![
         create("orders", 1, 1000),
@@ -61,7 +61,23 @@ pub fn every_request() -> Vec<Request> {
         Request::AcquireWorker { node: 2, now_ms: 1_700_000_000_000, lease_ms: 60_000, window_ms: 10_000 },
         Request::ExtendWorker { worker: 3, epoch: 4, window_end_ms: 1_700_000_020_000, now_ms: 1_700_000_010_000 },
         Request::ReleaseWorker { worker: 3, epoch: 4, used_until_ms: Some(1_700_000_015_000) },
+        Request::SetClusterId { cluster_id: 0x0a0b_0c0d },
+        restore(),
     ]
+}
+
+/// A restore of two tags (one exhausted), Leaf's layout and a snowflake floor.
+pub fn restore() -> Request {
+    let record = |max_id| raft::TagRecord {
+        max_id,
+        step: 1000,
+        description: "kept".into(),
+        created_at_ms: 1_700_000_000_000,
+        updated_at_ms: 1_700_000_000_001,
+    };
+    let tags =
+        BTreeMap::from([("coupons".to_string(), record(raft::tag::MAX_ID_LIMIT)), ("orders".into(), record(7_000))]);
+    Request::Restore { tags, layout: Some(raft::SnowflakeLayout::LEAF), snowflake_floor_ms: 1_700_000_700_000 }
 }
 
 pub fn options(fsync: bool) -> StoreOptions {

@@ -16,6 +16,8 @@ pub const MEMBERSHIP: &[u8] = b"membership";
 pub const TAG_PREFIX: &[u8] = b"tag/";
 /// The snowflake layout and worker leases, one value (at most a few thousand leases).
 pub const SNOWFLAKE: &[u8] = b"snowflake";
+/// The cluster ID (`u64`), present once set.
+pub const CLUSTER_ID: &[u8] = b"cluster_id";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 

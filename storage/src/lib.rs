@@ -7,6 +7,7 @@
 //! - `state_machine_store`: openraft's `RaftStateMachine` + `RaftSnapshotBuilder`.
 //! - `codec`: every persisted value is `[FORMAT_VERSION] ++ raft::codec::encode(value)`.
 //! - `keys`: the keys of each keyspace (big-endian `u64` log keys).
+//! - [`identity`]: the member identity file (node ID and disk incarnation), created before the store.
 //! - `error`: [`OpenError`] and the errors behind openraft's `StorageError`.
 //!
 //! Nothing is acknowledged to openraft before it is on disk: see `engine::Engine::sync`.
@@ -20,6 +21,7 @@ use tracing::info;
 mod codec;
 mod engine;
 mod error;
+pub mod identity;
 mod keys;
 mod log_store;
 mod state_machine_store;
@@ -54,13 +56,15 @@ pub struct Store {
     pub log: LogStore,
     pub state_machine: StateMachineStore,
     engine: Arc<Engine>,
+    /// This open created the store: the directory never held one before.
+    created: bool,
 }
 
 /// Opens (or creates) the store in `dir`. Only one `Store` may be open per directory: sled holds a
 /// lock on it until every clone of the stores is dropped (after `Raft::shutdown`).
 pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
     let engine = Arc::new(Engine::open(dir, options).map_err(|e| OpenError::from_engine(dir.into(), e))?);
-    check_format(dir, &engine)?;
+    let created = check_format(dir, &engine)?;
     let log = LogStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
     let state_machine =
         StateMachineStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
@@ -72,20 +76,21 @@ pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
         tags,
         "store opened"
     );
-    Ok(Store { log, state_machine, engine })
+    Ok(Store { log, state_machine, engine, created })
 }
 
 /// A file beside sled's, created once the new store's format marker is durable. sled 0.34 opens a
 /// data file it cannot parse as an empty database; this file tells that apart from a new store.
-const MARKER_FILE: &str = "leafraft-store";
+pub(crate) const MARKER_FILE: &str = "leafraft-store";
 
 /// Refuses a store whose format marker is from a newer binary or has vanished, and marks a new
-/// store. The format marker is the versioned encoding of `()`, that is the version byte alone.
-fn check_format(dir: &Path, engine: &Engine) -> Result<(), OpenError> {
+/// store (answering `true` then). The format marker is the versioned encoding of `()`, that is the
+/// version byte alone.
+fn check_format(dir: &Path, engine: &Engine) -> Result<bool, OpenError> {
     let load_error = |e: error::Error| OpenError::from_load(dir.into(), "format marker", e);
     let marker = dir.join(MARKER_FILE);
     match engine.get(Keyspace::Meta, keys::FORMAT).map_err(|e| load_error(e.into()))? {
-        Some(bytes) => codec::decode::<()>(&bytes).map_err(|e| load_error(e.into())),
+        Some(bytes) => codec::decode::<()>(&bytes).map(|()| false).map_err(|e| load_error(e.into())),
         None if marker.exists() => Err(OpenError::Corrupt {
             dir: dir.into(),
             detail: format!("sled's data is gone: the database is empty although {MARKER_FILE} shows it held a store"),
@@ -99,7 +104,7 @@ fn check_format(dir: &Path, engine: &Engine) -> Result<(), OpenError> {
             engine.sync_blocking().map_err(|e| load_error(e.into()))?;
             create_marker(&marker).map_err(|source| OpenError::Io { dir: dir.into(), source })?;
             info!(dir = %dir.display(), "new store created");
-            Ok(())
+            Ok(true)
         }
     }
 }
@@ -113,6 +118,12 @@ fn create_marker(marker: &Path) -> io::Result<()> {
 }
 
 impl Store {
+    /// Whether this open created the store (the directory held none): such a node has answered
+    /// nothing from this directory before.
+    pub fn created_at_open(&self) -> bool {
+        self.created
+    }
+
     /// Makes everything written so far durable (flush plus `fdatasync`); used at shutdown.
     pub async fn flush(&self) -> io::Result<()> {
         self.engine.sync().await.map_err(|e| match e {
@@ -124,5 +135,7 @@ impl Store {
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod fuzz;
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,8 @@
 //!
 //! # Layout of the `StateMachine` keyspace
 //! - `tag/<name>` → `TagRecord`, one key per tag, so an apply writes only the tags it changed;
-//! - `last_applied` → `LogId`, `membership` → `StoredMembership`;
+//! - `last_applied` → `LogId`, `membership` → `StoredMembership`, `snowflake` → the registry,
+//!   `cluster_id` → `u64` (once set);
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -94,6 +95,7 @@ impl StateMachineStore {
         let mut membership = typ::StoredMembership::default();
         let mut tags = BTreeMap::new();
         let mut snowflake = SnowflakeRegistry::default();
+        let mut cluster_id = 0;
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
@@ -106,6 +108,8 @@ impl StateMachineStore {
                 tags.insert(name.to_string(), record);
             } else if key == keys::SNOWFLAKE {
                 snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
+            } else if key == keys::CLUSTER_ID {
+                cluster_id = codec::decode(&value).map_err(|e| ("cluster id", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
                 let record: SnapshotRecord = codec::decode(&value).map_err(|e| ("snapshot meta", e.into()))?;
                 seq = record.seq + 1;
@@ -114,7 +118,7 @@ impl StateMachineStore {
             }
         }
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
-        let state = IdStateMachine { last_applied, membership, tags, snowflake };
+        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
@@ -146,6 +150,9 @@ impl StateMachineStore {
             let mut touched: BTreeMap<String, Option<TagRecord>> = BTreeMap::new();
             let mut membership_changed = false;
             let mut snowflake_before = None;
+            let cluster_id_before = state.cluster_id;
+            // A restore may write every tag; it applies only to a state without tags.
+            let mut restored = false;
             for entry in entries {
                 match &entry.payload {
                     EntryPayload::Normal(request) => match what_changes(request) {
@@ -159,11 +166,25 @@ impl StateMachineStore {
                                 snowflake_before = Some(state.snowflake.clone());
                             }
                         }
+                        Touched::ClusterId => {}
+                        Touched::Everything => {
+                            restored = true;
+                            if snowflake_before.is_none() {
+                                snowflake_before = Some(state.snowflake.clone());
+                            }
+                        }
                     },
                     EntryPayload::Membership(_) => membership_changed = true,
                     EntryPayload::Blank => {}
                 }
                 responses.push(state.apply(&entry));
+            }
+            if restored {
+                // Every tag as it is now; no request removes a tag, so none is left to delete.
+                for (tag, record) in &state.tags {
+                    batch.put(keys::tag_key(tag), codec::encode(record)?);
+                }
+                touched.clear();
             }
             for (tag, before) in touched {
                 let after = state.tags.get(&tag);
@@ -180,6 +201,9 @@ impl StateMachineStore {
             }
             if snowflake_before.is_some_and(|before| before != state.snowflake) {
                 batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
+            }
+            if state.cluster_id != cluster_id_before {
+                batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
             }
             if responses.is_empty() {
                 return Ok(responses);
@@ -215,6 +239,9 @@ impl StateMachineStore {
             }
             batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
             batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
+            if state.cluster_id != 0 {
+                batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
+            }
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);
             }
@@ -231,6 +258,10 @@ impl StateMachineStore {
 enum Touched<'a> {
     Tag(&'a str),
     Snowflake,
+    /// Compared before and after the batch: it changes at most once.
+    ClusterId,
+    /// Any tag and the snowflake registry (a restore).
+    Everything,
 }
 
 /// What `request` may change. No wildcard on purpose: a new request kind must decide here what
@@ -245,6 +276,8 @@ fn what_changes(request: &Request) -> Touched<'_> {
         | Request::AcquireWorker { .. }
         | Request::ExtendWorker { .. }
         | Request::ReleaseWorker { .. } => Touched::Snowflake,
+        Request::SetClusterId { .. } => Touched::ClusterId,
+        Request::Restore { .. } => Touched::Everything,
     }
 }
 

@@ -1,11 +1,14 @@
-//! The in-process cluster suite: several leafraft Raft nodes on real sled stores in temporary
-//! directories, wired by a [`fixtures::Router`] that round-trips every message through the wire
-//! codec and can isolate, partition, drop and delay.
+//! The in-process cluster suite: several leafraft nodes on real sled stores in temporary
+//! directories, each running leafraft's own `Cluster`, `Segments` and `Snowflakes`, wired by a
+//! [`fixtures::Router`] that round-trips every message (Raft RPCs and forwards to the leader)
+//! through the wire codec and applies composable filters (block, drop, delay; by sender,
+//! receiver, kind or any predicate).
 //!
 //! Files are numbered as in openraft's suite: `t10` basics, `t20` life cycle (restarts), `t30`
-//! membership, `t40` snapshots, `t50` environment faults (partitions, lossy links). Every test
-//! feeds each segment it is handed into one [`fixtures::Oracle`], which fails the test if two
-//! handed-out segments share an ID or if two nodes ever led in the same term.
+//! membership, `t40` snapshots, `t50` environment faults (partitions, lossy links, one-way cuts).
+//! Every test feeds each segment it is handed, and every ID the nodes' services serve, into one
+//! [`fixtures::Oracle`], which fails the test if an ID is handed out twice or if two nodes ever
+//! led in the same term.
 //!
 //! Logs are quiet by default; `RUST_LOG=cluster=info,openraft=warn cargo test --test cluster --
 //! --nocapture` shows the `---` phases of each test.
@@ -18,3 +21,4 @@ mod t30_membership;
 mod t40_snapshot;
 mod t50_partition;
 mod t51_lossy_network;
+mod t52_one_way;

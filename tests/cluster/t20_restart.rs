@@ -20,7 +20,7 @@ async fn a_handed_out_claim_survives_killing_every_node() {
         cluster.create_tag("orders", 10).await;
 
         tracing::info!("--- claims run while every node is killed");
-        let mut claimer = Claimer::spawn(cluster.client(), "orders", 10);
+        let mut claimer = Claimer::spawn(&cluster, "orders", 10);
         claimer.wait_for_more(30, Duration::from_secs(20), "claims before the crash").await;
         // The network goes first, so no node hears of the others' deaths in an orderly way.
         for id in ALL {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::fixtures;
 use crate::fixtures::Claimer;
 use crate::fixtures::TestCluster;
+use crate::fixtures::Traffic;
 
 /// How many claims must succeed after each membership step, and how long they may take.
 const CLAIMS_PER_STEP: u64 = 5;
@@ -19,7 +20,8 @@ async fn a_voter_is_replaced_while_claims_run() {
     fixtures::run(async {
         let cluster = TestCluster::new(3).await;
         cluster.create_tag("orders", 100).await;
-        let mut claimer = Claimer::spawn(cluster.client(), "orders", 100);
+        let mut claimer = Claimer::spawn(&cluster, "orders", 100);
+        let traffic = Traffic::spawn(&cluster, "orders", true);
         claimer.wait_for_more(CLAIMS_PER_STEP, STEP_LIMIT, "claims before any change").await;
 
         tracing::info!("--- add node 4 as a learner");
@@ -40,6 +42,8 @@ async fn a_voter_is_replaced_while_claims_run() {
 
         tracing::info!("--- stop claiming; the members converge");
         let n_ok = claimer.stop().await;
+        let served = traffic.stop().await;
+        assert!(0 < served && 0 < cluster.oracle.n_snowflakes(), "the nodes' services served IDs");
         let (_, index) = cluster.converge(&remaining).await;
         let voters = cluster.metrics(4).membership_config.membership().voter_ids().collect::<Vec<_>>();
         assert_eq!(voters, remaining, "node 4 sees the final voters");
@@ -59,7 +63,8 @@ async fn removing_the_leader_hands_over_while_claims_run() {
     fixtures::run(async {
         let cluster = TestCluster::new(3).await;
         cluster.create_tag("orders", 100).await;
-        let mut claimer = Claimer::spawn(cluster.client(), "orders", 100);
+        let mut claimer = Claimer::spawn(&cluster, "orders", 100);
+        let traffic = Traffic::spawn(&cluster, "orders", true);
         claimer.wait_for_more(CLAIMS_PER_STEP, STEP_LIMIT, "claims before the change").await;
 
         let old = cluster.leader().await;
@@ -73,6 +78,7 @@ async fn removing_the_leader_hands_over_while_claims_run() {
 
         tracing::info!(new, "--- stop claiming; the remaining voters converge");
         claimer.stop().await;
+        assert!(0 < traffic.stop().await, "the nodes' services served IDs");
         cluster.converge(&remaining).await;
         cluster.assert_max_id_covers_handed_out(&remaining, "orders");
 

@@ -9,6 +9,7 @@ use raft::Response;
 use crate::fixtures;
 use crate::fixtures::cluster::CATCH_UP_LIMIT;
 use crate::fixtures::TestCluster;
+use crate::fixtures::Traffic;
 
 const ALL: [u64; 3] = [1, 2, 3];
 const STEP: u64 = 100;
@@ -25,6 +26,12 @@ async fn a_leader_in_a_minority_cannot_commit_a_claim() {
         cluster.claim_n("orders", STEP, 3).await;
         let (old, _) = cluster.converge(&ALL).await;
         let majority: Vec<u64> = ALL.into_iter().filter(|id| *id != old).collect();
+        // Every node's own services serve all along: the cut-off leader from its buffers and its
+        // committed snowflake window, the majority from new claims.
+        // On a tag of their own, so the claims checked exactly below are the test's alone.
+        cluster.create_tag("served", 10).await;
+        let mut traffic = Traffic::spawn(&cluster, "served", true);
+        traffic.wait_for_more(20, CATCH_UP_LIMIT, "IDs served before the partition").await;
         let max_id_before = cluster.max_id(old, "orders").expect("the tag exists");
 
         tracing::info!(old, ?majority, "--- cut the leader off from both followers");
@@ -39,6 +46,7 @@ async fn a_leader_in_a_minority_cannot_commit_a_claim() {
         tracing::info!("--- the majority elects a new leader and commits claims");
         let new = cluster.leader_other_than(old).await;
         cluster.claim_n("orders", STEP, 5).await;
+        traffic.wait_for_more(20, CATCH_UP_LIMIT, "IDs served during the partition").await;
         assert!(!minority_claim.is_finished(), "the minority claim must not complete while partitioned");
         assert_eq!(cluster.max_id(old, "orders"), Some(max_id_before), "the old leader applied nothing new");
 
@@ -61,6 +69,8 @@ async fn a_leader_in_a_minority_cannot_commit_a_claim() {
             Err(e) => panic!("the minority claim failed otherwise than by being discarded: {e}"),
         }
 
+        traffic.wait_for_more(20, CATCH_UP_LIMIT, "IDs served after healing").await;
+        traffic.stop().await;
         tracing::info!("--- every node converges on the majority's claims");
         cluster.converge(&ALL).await;
         let expected = 1 + 8 * STEP;

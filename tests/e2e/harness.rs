@@ -89,6 +89,8 @@ struct NodeProcess {
     child: Option<Child>,
     /// One log file per incarnation, oldest first.
     logs: Vec<PathBuf>,
+    /// The user (and group) the process runs as, when not the test's own.
+    uid: Option<u32>,
 }
 
 /// A set of `leafraft serve` processes sharing one temporary directory.
@@ -186,6 +188,7 @@ impl ProcessCluster {
                 args: Vec::new(),
                 child: None,
                 logs: Vec::new(),
+                uid: None,
             })
             .port
     }
@@ -207,6 +210,19 @@ impl ProcessCluster {
     pub fn data_dir(&mut self, id: u64) -> PathBuf {
         self.reserve(id);
         self.nodes[&id].data_dir.clone()
+    }
+
+    /// Points `id` at another data directory for its next starts (a recovered cluster's, say).
+    pub fn set_data_dir(&mut self, id: u64, dir: PathBuf) {
+        self.reserve(id);
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.data_dir = dir;
+        }
+    }
+
+    /// A path inside the cluster's temporary directory (removed with it).
+    pub fn temp_path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
     }
 
     /// Starts `leafraft serve` for `id` with `--node-id`, `--data-dir`, `--listen 127.0.0.1:PORT`
@@ -240,6 +256,10 @@ impl ProcessCluster {
         command.envs(env);
         command.env("RUST_LOG", "info,openraft=warn").env("NO_COLOR", "1").stdin(Stdio::null()).stdout(out).stderr(err);
         die_with_parent(&mut command);
+        if let Some(uid) = node.uid {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(uid);
+        }
         let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
         node.child = Some(child);
         node.args = args.iter().map(|s| s.to_string()).collect();
@@ -303,6 +323,29 @@ impl ProcessCluster {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// The process ID of `id` (which must be running).
+    pub fn pid(&mut self, id: u64) -> u32 {
+        self.nodes
+            .get(&id)
+            .and_then(|n| n.child.as_ref())
+            .map(Child::id)
+            .unwrap_or_else(|| panic!("node {id} runs no process"))
+    }
+
+    /// Runs `id`'s next starts as the user and group `uid` (so that file permissions apply to it
+    /// even when the tests run as root); its data directory is created and handed to that user.
+    pub fn run_as(&mut self, id: u64, uid: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.data_dir(id);
+        std::fs::create_dir_all(&dir).expect("create the data directory");
+        std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).expect("chown the data directory");
+        // The temporary directory is private to its owner; the node must be able to reach its own
+        // data directory and to open the directory above it (it fsyncs it after creating a file
+        // in the data directory for the first time).
+        std::fs::set_permissions(self.dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        self.nodes.get_mut(&id).expect("reserved").uid = Some(uid);
     }
 
     /// Whether `id` has a process that has not exited.

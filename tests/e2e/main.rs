@@ -4,16 +4,24 @@
 mod harness;
 mod ids;
 mod snowflake_ids;
+mod stand_in;
 
-mod chaos_planted;
+mod fail_stop;
 mod failover;
 mod formation;
+mod hostile;
+mod identity;
+mod idle_cpu;
 mod membership;
 mod no_quorum;
 mod rebuild;
+mod recover;
 mod regression_deposed_holder_clock_back;
 mod regression_paused_leader_stall;
+mod regression_restarted_follower_ready_too_early;
+mod regression_retried_remove;
 mod regression_tied_clock_check;
+mod regression_wiped_member;
 mod security;
 mod segments;
 mod segments_chaos;

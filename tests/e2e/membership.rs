@@ -1,5 +1,6 @@
-//! Changing the membership of a running cluster: a node that joins by itself with `--join`, and
-//! an operator adding and removing a node with `leafraft cluster add|remove|status`.
+//! Changing the membership of a running cluster: a node that joins by itself with `--join`, an
+//! operator adding and removing a node with `leafraft cluster add|remove|status`, and a learner
+//! that never catches up.
 
 use std::process::Output;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use leafraft::cluster::ClusterStatus;
 use reqwest::Method;
 
+use crate::harness::assert_error;
 use crate::harness::free_port;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
@@ -142,4 +144,41 @@ async fn the_cli_adds_removes_and_shows_members() {
     let stderr = text(&output.stderr);
     assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr}");
     assert!(stderr.contains("NODE_NOT_FOUND"), "{stderr}");
+}
+
+/// SPEC §4: adding a learner where nothing runs answers 503 `NO_LEADER` once the learner timeout
+/// has passed and leaves the voters unchanged (the node stays a learner); promoting it answers 409
+/// `LEARNER_NOT_CAUGHT_UP` and changes nothing. When a node then starts there with `--join`, it
+/// catches up, is promoted, and the membership records its own disk's incarnation.
+#[tokio::test]
+async fn a_learner_where_nothing_runs_is_not_promoted() {
+    let mut cluster = ProcessCluster::new().start_members_with(&[1, 2, 3], &["--learner-timeout-ms", "2000"]);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let addr = cluster.addr(9);
+    let bad = format!(r#"{{"node_id":9,"addr":"{addr}","incarnation":"not hex"}}"#);
+    let answer = cluster.request(1, Method::POST, "/v1/cluster/learners", Some(&bad), None).await;
+    assert_error(&answer, 400, "INVALID_ARGUMENT", "an incarnation that is not hex");
+    let body = format!(r#"{{"node_id":9,"addr":"{addr}"}}"#);
+    let started = std::time::Instant::now();
+    let answer = cluster.request(1, Method::POST, "/v1/cluster/learners", Some(&body), None).await;
+    let took = started.elapsed();
+    assert_error(&answer, 503, "NO_LEADER", "adding a learner where nothing runs");
+    assert!(answer.1.to_string().contains("voters are unchanged"), "{}", answer.1);
+    assert!(took >= Duration::from_secs(2) && took < Duration::from_secs(15), "answered after {took:?}");
+    let learner_only = |s: &ClusterStatus| match (s.voters.as_slice(), s.learners.as_slice()) {
+        ([1, 2, 3], [9]) => Ok(()),
+        _ => Err(format!("voters {:?}, learners {:?}", s.voters, s.learners)),
+    };
+    cluster.wait_status(leader, TIMEOUT, "node 9 to be a learner only", learner_only).await;
+
+    let answer = cluster.request(2, Method::POST, "/v1/cluster/voters", Some(r#"{"node_id":9}"#), None).await;
+    assert_error(&answer, 409, "LEARNER_NOT_CAUGHT_UP", "promoting a learner that replicated nothing");
+    let status = cluster.status(leader).await.unwrap();
+    assert_eq!((status.voters.as_slice(), status.learners.as_slice()), (&[1, 2, 3][..], &[9][..]), "{status:?}");
+
+    let seed = cluster.addr(leader);
+    cluster.start_node(9, &["--join", &seed]);
+    let all = cluster.wait_status(leader, TIMEOUT, "node 9 to be a voter", voters_are(&[1, 2, 3, 9])).await;
+    let recorded = format!("incarnation=\"{}\"", all.incarnations["9"]);
+    assert!(cluster.log(9).contains(&recorded), "the membership records node 9's own disk: {all:?}");
 }

@@ -9,25 +9,17 @@
 use std::time::Duration;
 use std::time::Instant;
 
-use crate::harness::ProcessCluster;
+use crate::snowflake_ids::start_three_with_fake_clock_on_node_3;
 use crate::snowflake_ids::wait_snowflake_ready;
-use crate::snowflake_ids::FakeClock;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn regression_a_cut_off_holder_with_its_clock_stepped_back_stops_issuing() {
-    let mut cluster = ProcessCluster::new();
-    let members = [1, 2, 3];
-    for id in members {
-        cluster.reserve(id);
-    }
-    let clock = FakeClock::new(&cluster.data_dir(3).with_extension("faketime"), "+0");
-    cluster.set_env(3, clock.env());
     // A 1 s window and a 3 s lease: with the default 1 s skew allowance, a holding lasts 1 s
     // (the window) past the extension that renewed it.
-    let flags = ["--snowflake-window-ms", "1000", "--worker-lease-ms", "3000"];
-    let mut cluster = cluster.start_members_with(&members, &flags);
+    let (mut cluster, clock) =
+        start_three_with_fake_clock_on_node_3("+0", &["--snowflake-window-ms", "1000", "--worker-lease-ms", "3000"]);
     cluster.wait_leader(TIMEOUT).await;
     wait_snowflake_ready(&mut cluster, 3, TIMEOUT).await;
 
@@ -42,20 +34,41 @@ async fn regression_a_cut_off_holder_with_its_clock_stepped_back_stops_issuing()
     let url = format!("{}/v1/snowflake", cluster.url(3));
     let mut late = Vec::new();
     let mut answered = 0;
+    let mut refused_late = 0;
+    let mut unanswered = Vec::new();
     while cut_off.elapsed() < Duration::from_secs(7) {
-        let Ok(response) = http.get(&url).send().await else { continue };
-        let at = cut_off.elapsed();
-        if response.status().is_success() {
-            answered += 1;
-            // The last extension committed before the cut; 1 s of validity plus slack for the
-            // request in flight.
-            if at > Duration::from_millis(1500) {
-                late.push(format!("{at:?}: {}", response.text().await.unwrap_or_default()));
+        let response = match http.get(&url).send().await {
+            Ok(response) => response,
+            Err(e) => {
+                unanswered.push(format!("{:?}: {e}", cut_off.elapsed()));
+                continue;
             }
+        };
+        let at = cut_off.elapsed();
+        // The last extension committed before the cut; 1 s of validity plus slack for the
+        // request in flight.
+        let after_validity = at > Duration::from_millis(1500);
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        if status.is_success() {
+            answered += 1;
+            if after_validity {
+                late.push(format!("{at:?}: {body}"));
+            }
+        } else if after_validity {
+            assert!(
+                body.contains("WORKER_UNAVAILABLE") || body.contains("CLOCK_BACKWARDS"),
+                "node 3 must refuse with a snowflake code, got {status}: {body}"
+            );
+            refused_late += 1;
         }
     }
     cluster.signal(1, libc::SIGCONT);
     cluster.signal(2, libc::SIGCONT);
-    println!("node 3 answered {answered} snowflake requests after losing its quorum");
+    println!("node 3 answered {answered} snowflake requests and refused {refused_late} late ones");
+    // The test proves something only if node 3 kept answering: a node that stopped answering
+    // would issue nothing late and pass for the wrong reason.
+    assert!(unanswered.is_empty(), "node 3 stopped answering, so nothing was checked: {unanswered:?}");
+    assert!(refused_late > 0, "node 3 was never asked after its holding ran out");
     assert!(late.is_empty(), "node 3 issued long after its lease could have been taken over: {late:?}");
 }

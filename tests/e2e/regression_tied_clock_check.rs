@@ -14,8 +14,8 @@ use serde_json::Value;
 use crate::harness::assert_error;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
+use crate::snowflake_ids::start_three_with_fake_clock_on_node_3;
 use crate::snowflake_ids::wait_snowflake_refused;
-use crate::snowflake_ids::FakeClock;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -28,18 +28,11 @@ async fn this_node(cluster: &mut ProcessCluster, id: u64) -> Value {
 
 #[tokio::test]
 async fn regression_a_wrong_clock_hearing_one_disagreeing_peer_stays_refused() {
-    let mut cluster = ProcessCluster::new();
-    let members = [1, 2, 3];
-    for id in members {
-        cluster.reserve(id);
-    }
-    let clock = FakeClock::new(&cluster.data_dir(3).with_extension("faketime"), "-6s");
-    cluster.set_env(3, clock.env());
-    let mut cluster = cluster.start_members(&members);
+    let (mut cluster, _clock) = start_three_with_fake_clock_on_node_3("-6s", &[]);
     cluster.wait_leader(TIMEOUT).await;
     cluster.wait_ready(3, TIMEOUT).await;
     // Both peers answer and both disagree: refused, as before the fix.
-    wait_snowflake_refused(&mut cluster, 3, "clock", TIMEOUT).await;
+    wait_snowflake_refused(&mut cluster, 3, "max-clock-skew-ms", TIMEOUT).await;
 
     // Node 2 stops answering: node 3 hears node 1 only, one disagreeing peer against itself.
     cluster.signal(2, libc::SIGSTOP);

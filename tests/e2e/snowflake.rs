@@ -194,15 +194,16 @@ async fn a_node_with_a_different_layout_is_refused_snowflake_and_the_others_serv
     for id in members {
         cluster.reserve(id);
     }
-    // Nodes 1 and 2 record the default layout before node 3 ever starts.
-    cluster.start_member(1, &members);
-    cluster.start_member(2, &members);
+    // Nodes 1 and 2 form the cluster and record the default layout before node 3 ever starts
+    // (an initial member would wait for every other one), then node 3 joins.
+    cluster.start_member(1, &[1, 2]);
+    cluster.start_member(2, &[1, 2]);
     cluster.wait_leader(TIMEOUT).await;
     let w1 = wait_snowflake_ready(&mut cluster, 1, TIMEOUT).await;
     let w2 = wait_snowflake_ready(&mut cluster, 2, TIMEOUT).await;
-    let initial = cluster.initial_cluster(&members);
+    let seed = cluster.addr(1);
     let odd = ["--snowflake-worker-bits", "8", "--snowflake-sequence-bits", "14"];
-    let mut args = vec!["--initial-cluster", initial.as_str()];
+    let mut args = vec!["--join", seed.as_str()];
     args.extend_from_slice(&odd);
     cluster.start_node(3, &args);
     cluster.wait_ready(3, TIMEOUT).await;
@@ -239,7 +240,7 @@ async fn a_node_with_a_different_layout_is_refused_snowflake_and_the_others_serv
 
     // With the cluster's layout, node 3 serves.
     cluster.kill(3);
-    cluster.start_node(3, &["--initial-cluster", &initial]);
+    cluster.start_node(3, &["--join", &seed]);
     let w3 = wait_snowflake_ready(&mut cluster, 3, TIMEOUT).await;
     assert!(w3 != w1 && w3 != w2, "node 3 got worker {w3}, held by another");
     let ids = fetch_ok(&http, &cluster.url(3), Endpoint::Native(10)).await;

@@ -374,6 +374,19 @@ fn require_faketime() {
     );
 }
 
+/// Three members, 1 to 3, started with `flags`; node 3's clock runs under libfaketime from
+/// `offset` (e.g. `"+0"`, `"-6s"`, `"+1h"`) and moves with the returned [`FakeClock`].
+pub fn start_three_with_fake_clock_on_node_3(offset: &str, flags: &[&str]) -> (ProcessCluster, FakeClock) {
+    let mut cluster = ProcessCluster::new();
+    let members = [1, 2, 3];
+    for id in members {
+        cluster.reserve(id);
+    }
+    let clock = FakeClock::new(&cluster.data_dir(3).with_extension("faketime"), offset);
+    cluster.set_env(3, clock.env());
+    (cluster.start_members_with(&members, flags), clock)
+}
+
 /// A clock for one node under libfaketime, read from a file the test rewrites
 /// (`FAKETIME_TIMESTAMP_FILE` with `FAKETIME_NO_CACHE=1`); monotonic clocks are left alone
 /// (`FAKETIME_DONT_FAKE_MONOTONIC=1`), so the node's timers and `Instant`s run true.

@@ -19,6 +19,8 @@ use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::identity::IdentityCheck;
+use super::identity::PeerIdentity;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
@@ -48,6 +50,10 @@ pub enum PostError {
     /// body it could not decode, 413 for a body over its limit).
     #[error("peer answered HTTP {status}: {body}")]
     Status { status: u16, body: String },
+    /// The peer refused this node's identity (409 `CLUSTER_MISMATCH`), or this node refused the
+    /// identity the peer answered with: the two are not members of one cluster as each knows it.
+    #[error("identity refused: {0}")]
+    Refused(String),
     /// A 200 whose body is not the expected type: usually peers of incompatible versions.
     #[error("cannot decode the answer: {0}")]
     Decode(String),
@@ -77,23 +83,104 @@ pub async fn post_bincode<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
+    post(client, url, secret, None, body, timeout).await
+}
+
+/// Who sends a [`post_bincode_as`], and whom it means to reach.
+#[derive(Debug, Clone, Copy)]
+pub struct Sender<'a> {
+    pub identity: &'a IdentityCheck,
+    /// The node the sender means to reach and the incarnation its membership records for it (0:
+    /// unknown), when it knows them; `None` for a peer known only by its address.
+    pub target: Option<(NodeId, u64)>,
+}
+
+/// [`post_bincode`] between members: sends this node's identity headers and refuses an answer
+/// whose identity does not match (`PostError::Refused`, counted and logged once).
+pub async fn post_bincode_as<Req: Serialize, Resp: DeserializeOwned>(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&str>,
+    sender: Sender<'_>,
+    body: &Req,
+    timeout: Duration,
+) -> Result<Resp, PostError> {
+    post(client, url, secret, Some(sender), body, timeout).await
+}
+
+async fn post<Req: Serialize, Resp: DeserializeOwned>(
+    client: &reqwest::Client,
+    url: &str,
+    secret: Option<&str>,
+    sender: Option<Sender<'_>>,
+    body: &Req,
+    timeout: Duration,
+) -> Result<Resp, PostError> {
     let bytes =
         codec::encode(body).map_err(|e| PostError::Other(format!("POST {url}: cannot encode the body: {e}")))?;
     let mut request = client.post(url).header(CONTENT_TYPE, OCTET_STREAM).body(bytes).timeout(timeout);
     if let Some(secret) = secret {
         request = request.bearer_auth(secret);
     }
+    if let Some(sender) = &sender {
+        let mut headers = reqwest::header::HeaderMap::new();
+        sender.identity.local().write_headers(&mut headers);
+        request = request.headers(headers);
+    }
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;
     let status = response.status();
+    if let Some(sender) = &sender {
+        check_responder(url, sender, response.headers())?;
+    }
     if status != StatusCode::OK {
-        let body = match response.text().await {
-            Ok(text) => truncate(text.trim()),
+        let body = match read_at_most(response, 4 * MAX_ERROR_BODY_CHARS).await {
+            Ok((bytes, _)) => truncate(String::from_utf8_lossy(&bytes).trim()),
             Err(e) => format!("(body unreadable: {})", error_chain(&e)),
         };
+        // Only the identity check of a peer's `/raft/*` layer answers 409 there, with the API's
+        // error body; its message is what an operator needs.
+        if status == StatusCode::CONFLICT && sender.is_some() {
+            let message = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_string))
+                .unwrap_or(body);
+            return Err(PostError::Refused(format!("POST {url}: refused by the peer: {message}")));
+        }
         return Err(PostError::Status { status: status.as_u16(), body });
     }
-    let answer = response.bytes().await.map_err(|e| transport_error(url, &e))?;
+    let (answer, complete) =
+        read_at_most(response, codec::MAX_RPC_BYTES).await.map_err(|e| transport_error(url, &e))?;
+    if !complete {
+        return Err(PostError::Decode(format!("POST {url}: the answer is over {} bytes", codec::MAX_RPC_BYTES)));
+    }
     codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))
+}
+
+/// Refuses an answer from a peer that is not who the sender meant to reach.
+fn check_responder(url: &str, sender: &Sender<'_>, headers: &reqwest::header::HeaderMap) -> Result<(), PostError> {
+    let peer = match PeerIdentity::from_headers(headers) {
+        Ok(Some(peer)) => peer,
+        Ok(None) => return Ok(()),
+        Err(e) => return Err(PostError::Decode(format!("POST {url}: {e}"))),
+    };
+    sender.identity.check_responder(&peer, sender.target).map_err(|mismatch| {
+        sender.identity.refused(&format!("the answer to POST {url}"), &mismatch);
+        PostError::Refused(format!("POST {url}: {mismatch}"))
+    })
+}
+
+/// Reads the body up to `limit` bytes; `false` when there was more (then the rest is not read,
+/// so a peer that is not leafraft cannot make this node buffer an unbounded answer).
+async fn read_at_most(mut response: reqwest::Response, limit: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            body.extend_from_slice(&chunk[..limit - body.len()]);
+            return Ok((body, false));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, true))
 }
 
 /// Classifies a reqwest error by what it says about delivery.
@@ -137,11 +224,12 @@ fn truncate(text: &str) -> String {
 pub struct NetworkFactory {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
+    identity: Arc<IdentityCheck>,
 }
 
 impl NetworkFactory {
-    pub fn new(client: reqwest::Client, secret: Option<Arc<str>>) -> Self {
-        Self { client, secret }
+    pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
+        Self { client, secret, identity }
     }
 }
 
@@ -162,7 +250,9 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         Connection {
             client: self.client.clone(),
             secret: self.secret.clone(),
+            identity: Arc::clone(&self.identity),
             target,
+            target_incarnation: node.incarnation,
             append_url: format!("{base}{APPEND_PATH}"),
             vote_url: format!("{base}{VOTE_PATH}"),
             snapshot_url: format!("{base}{SNAPSHOT_PATH}"),
@@ -174,7 +264,10 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 pub struct Connection {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
+    identity: Arc<IdentityCheck>,
     target: NodeId,
+    /// What the membership openraft replicates with records for the target (0: unknown).
+    target_incarnation: u64,
     append_url: String,
     vote_url: String,
     snapshot_url: String,
@@ -199,20 +292,23 @@ impl Connection {
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
+        let sender = Sender { identity: &self.identity, target: Some((self.target, self.target_incarnation)) };
         let answer: Result<Resp, typ::RaftError<E>> =
-            post_bincode(&self.client, url, self.secret.as_deref(), rpc, option.hard_ttl()).await.map_err(|e| {
-                if e.is_connect() {
-                    // A peer that refuses connections is down or not started yet. `Unreachable`
-                    // makes openraft wait `backoff()` before the next attempt; `Network` would
-                    // make it retry at once, hot-looping and flooding the log with errors for as
-                    // long as the peer stays down.
-                    RPCError::Unreachable(Unreachable::new(&e))
-                } else {
-                    // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
-                    // attempt failed, so openraft may retry without backing off.
-                    RPCError::Network(NetworkError::new(&e))
-                }
-            })?;
+            post_bincode_as(&self.client, url, self.secret.as_deref(), sender, rpc, option.hard_ttl()).await.map_err(
+                |e| {
+                    if e.is_connect() || matches!(e, PostError::Refused(_)) {
+                        // A peer that refuses connections is down or not started yet. `Unreachable`
+                        // makes openraft wait `backoff()` before the next attempt; `Network` would
+                        // make it retry at once, hot-looping and flooding the log with errors for as
+                        // long as the peer stays down.
+                        RPCError::Unreachable(Unreachable::new(&e))
+                    } else {
+                        // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
+                        // attempt failed, so openraft may retry without backing off.
+                        RPCError::Network(NetworkError::new(&e))
+                    }
+                },
+            )?;
         // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
         // it is a remote error, which openraft handles differently from a lost message.
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))

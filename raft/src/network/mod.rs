@@ -9,18 +9,29 @@
 //! `Result<Response, RaftError<E>>` exactly as `Raft::{append_entries, vote, install_snapshot}`
 //! returned it: the peer's Raft errors travel inside a 200, so any other status means the request
 //! never reached the peer's Raft (bad body, wrong secret, body too large).
+//!
+//! Between members, requests and answers also carry the sender's cluster ID, node ID and disk
+//! incarnation in headers, checked on both sides ([`identity`]); a refused request is answered
+//! with 409 `CLUSTER_MISMATCH`, and a refused answer is treated as an unreachable peer.
 
 mod client;
+pub mod identity;
 mod server;
+mod snapshot_guard;
 
 #[cfg(test)]
 mod tests;
 
 pub use client::post_bincode;
+pub use client::post_bincode_as;
 pub use client::Connection;
 pub use client::NetworkFactory;
 pub use client::PostError;
+pub use client::Sender;
+pub use identity::IdentityCheck;
+pub use identity::PeerIdentity;
 pub use server::routes;
+pub use snapshot_guard::MAX_SNAPSHOT_BYTES;
 
 /// The paths of the Raft RPCs, shared by the client and the server so they cannot drift apart.
 const APPEND_PATH: &str = "/raft/append";

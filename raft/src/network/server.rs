@@ -2,6 +2,7 @@
 //! and send the whole `Result` back.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -12,20 +13,25 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use openraft::error::InstallSnapshotError;
+use openraft::error::RaftError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::snapshot_guard::Refusal;
+use super::snapshot_guard::SnapshotGuard;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::codec;
 use crate::typ;
+use crate::NodeId;
 use crate::Raft;
 
-/// The largest RPC body accepted. axum's default (2 MiB) is below openraft's default snapshot
-/// chunk (3 MiB), and a batch of `max_payload_entries` entries can be large too; a body over the
-/// limit would be refused with 413 on every retry and the peer could never catch up.
-pub(super) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+/// The largest RPC body accepted: the largest legitimate message (see `codec::MAX_RPC_BYTES`).
+/// axum's default (2 MiB) is below openraft's snapshot chunk (3 MiB); a body over the limit would
+/// be refused with 413 on every retry and the peer could never catch up.
+pub(super) const MAX_BODY_BYTES: usize = codec::MAX_RPC_BYTES;
 
 /// `POST /raft/append`, `/raft/vote` and `/raft/snapshot`, answering with the local `raft`.
 ///
@@ -37,6 +43,9 @@ pub fn routes(raft: Raft) -> Router {
 /// What the routes call. Production uses `Raft`; tests use a stub, because a real `Raft` needs
 /// storage and this crate has none.
 pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
+    /// This node's ID.
+    fn id(&self) -> NodeId;
+
     fn append(
         &self,
         rpc: typ::AppendEntriesRequest,
@@ -51,6 +60,10 @@ pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
 }
 
 impl RaftRpc for Raft {
+    fn id(&self) -> NodeId {
+        self.metrics().borrow().id
+    }
+
     async fn append(&self, rpc: typ::AppendEntriesRequest) -> Result<typ::AppendEntriesResponse, typ::RaftError> {
         self.append_entries(rpc).await
     }
@@ -68,10 +81,11 @@ impl RaftRpc for Raft {
 }
 
 pub(super) fn router<R: RaftRpc>(raft: R) -> Router {
+    let guard = Arc::new(SnapshotGuard::default());
     Router::new()
         .route(APPEND_PATH, post(append::<R>))
         .route(VOTE_PATH, post(vote::<R>))
-        .route(SNAPSHOT_PATH, post(snapshot::<R>))
+        .route(SNAPSHOT_PATH, post(move |State(raft): State<R>, body: Bytes| snapshot(raft, guard, body)))
         // `layer` only wraps the routes added above, so the raised limit stays local to Raft RPCs
         // when the node merges this router into its own.
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -79,34 +93,82 @@ pub(super) fn router<R: RaftRpc>(raft: R) -> Router {
 }
 
 async fn append<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {
-    handle(APPEND_PATH, &body, |rpc| raft.append(rpc)).await
+    handle(APPEND_PATH, &body, raft.id(), |rpc| raft.append(rpc)).await
 }
 
 async fn vote<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {
-    handle(VOTE_PATH, &body, |rpc| raft.vote(rpc)).await
+    handle(VOTE_PATH, &body, raft.id(), |rpc| raft.vote(rpc)).await
 }
 
-async fn snapshot<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {
-    handle(SNAPSHOT_PATH, &body, |rpc| raft.snapshot(rpc)).await
+/// A chunk passes the [`SnapshotGuard`] before openraft writes it into its buffer.
+async fn snapshot<R: RaftRpc>(raft: R, guard: Arc<SnapshotGuard>, body: Bytes) -> Response {
+    let rpc: typ::InstallSnapshotRequest = match decode_body(&body, raft.id()) {
+        Ok(rpc) => rpc,
+        Err(reason) => return bad_request(SNAPSHOT_PATH, body.len(), reason),
+    };
+    match guard.admit(&rpc) {
+        Ok(()) => reply(SNAPSHOT_PATH, &raft.snapshot(rpc).await),
+        Err(Refusal::Mismatch(mismatch)) => {
+            let answer: Result<typ::InstallSnapshotResponse, typ::RaftError<typ::InstallSnapshotError>> =
+                Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(mismatch)));
+            reply(SNAPSHOT_PATH, &answer)
+        }
+        Err(Refusal::Invalid(reason)) => bad_request(SNAPSHOT_PATH, body.len(), reason),
+    }
 }
 
 /// Decodes the body, runs `call` and encodes its whole answer.
 ///
 /// A body that does not decode is answered with 400 and a plain-text reason; the sender maps any
 /// non-200 to a network error and retries, so nothing here may panic on hostile input.
-async fn handle<Req, Fut>(path: &str, body: &[u8], call: impl FnOnce(Req) -> Fut) -> Response
+async fn handle<Req, Fut>(path: &str, body: &[u8], own: NodeId, call: impl FnOnce(Req) -> Fut) -> Response
 where
-    Req: DeserializeOwned,
+    Req: DeserializeOwned + FromPeer,
     Fut: Future<Output: Serialize>,
 {
-    match codec::decode::<Req>(body) {
+    match decode_body::<Req>(body, own) {
         Ok(rpc) => reply(path, &call(rpc).await),
-        Err(e) => {
-            tracing::warn!(path, len = body.len(), error = %e, "undecodable Raft RPC body");
-            let reason = format!("cannot decode the {path} request body ({} bytes): {e}", body.len());
-            (StatusCode::BAD_REQUEST, reason).into_response()
-        }
+        Err(reason) => bad_request(path, body.len(), reason),
     }
+}
+
+/// A body that decodes and does not speak for this node itself.
+fn decode_body<Req: DeserializeOwned + FromPeer>(body: &[u8], own: NodeId) -> Result<Req, String> {
+    let rpc = codec::decode::<Req>(body).map_err(|e| format!("cannot decode the request body: {e}"))?;
+    if rpc.sender() == own {
+        // No node sends Raft RPCs to itself; openraft, handed its own leader or candidate ID with
+        // another vote, follows itself (a debug assertion fails, release builds go astray).
+        return Err(format!("the request speaks for node {own}, which is this node itself"));
+    }
+    Ok(rpc)
+}
+
+/// The node a Raft RPC speaks for: the leader of an append or a snapshot, the candidate of a vote.
+trait FromPeer {
+    fn sender(&self) -> NodeId;
+}
+
+impl FromPeer for typ::AppendEntriesRequest {
+    fn sender(&self) -> NodeId {
+        self.vote.leader_id.node_id
+    }
+}
+
+impl FromPeer for typ::VoteRequest {
+    fn sender(&self) -> NodeId {
+        self.vote.leader_id.node_id
+    }
+}
+
+impl FromPeer for typ::InstallSnapshotRequest {
+    fn sender(&self) -> NodeId {
+        self.vote.leader_id.node_id
+    }
+}
+
+fn bad_request(path: &str, len: usize, reason: String) -> Response {
+    tracing::warn!(path, len, %reason, "refused a Raft RPC body");
+    (StatusCode::BAD_REQUEST, format!("{path} ({len} bytes): {reason}")).into_response()
 }
 
 /// The whole `Result` goes back in a 200, so the sender can tell a Raft error (remote) from a

@@ -24,7 +24,6 @@ use openraft::error::RPCError;
 use openraft::error::RaftError;
 use openraft::network::RPCOption;
 use openraft::testing::log_id;
-use openraft::BasicNode;
 use openraft::EntryPayload;
 use openraft::RaftNetwork;
 use openraft::RaftNetworkFactory;
@@ -60,8 +59,9 @@ where
 }
 
 async fn connect(addr: SocketAddr, secret: Option<&str>) -> Connection {
-    let mut factory = NetworkFactory::new(reqwest::Client::new(), secret.map(Arc::from));
-    factory.new_client(TARGET, &BasicNode::new(addr.to_string())).await
+    let identity = Arc::new(IdentityCheck::new(1, 11));
+    let mut factory = NetworkFactory::new(reqwest::Client::new(), secret.map(Arc::from), identity);
+    factory.new_client(TARGET, &crate::Node::new(addr.to_string(), 7)).await
 }
 
 fn option() -> RPCOption {
@@ -211,6 +211,10 @@ struct StubRaft {
 }
 
 impl RaftRpc for StubRaft {
+    fn id(&self) -> u64 {
+        TARGET
+    }
+
     async fn append(&self, rpc: typ::AppendEntriesRequest) -> Result<typ::AppendEntriesResponse, typ::RaftError> {
         let last = rpc.entries.last().map(|e| e.log_id);
         self.appended.lock().expect("lock").extend(rpc.entries);
@@ -242,7 +246,8 @@ async fn client_and_routes_round_trip_all_rpcs() {
     let addr = serve(router(stub.clone())).await;
     let mut conn = connect(addr, None).await;
 
-    let nodes: BTreeMap<u64, BasicNode> = (1..=3).map(|id| (id, BasicNode::new(format!("127.0.0.1:{id}")))).collect();
+    let nodes: BTreeMap<u64, crate::Node> =
+        (1..=3).map(|id| (id, crate::Node::new(format!("127.0.0.1:{id}"), id))).collect();
     let membership = typ::Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes);
     let entries = vec![
         typ::Entry { log_id: log_id(1, 1, 1), payload: EntryPayload::Membership(membership) },
@@ -320,4 +325,94 @@ async fn undecodable_body_is_400_with_reason() {
 
     let answer = connect(addr, None).await.vote(vote_request(), option()).await.expect("server still serves");
     assert!(answer.vote_granted);
+}
+
+fn snapshot_chunk(offset: u64, data: Vec<u8>) -> typ::InstallSnapshotRequest {
+    typ::InstallSnapshotRequest {
+        vote: Vote::new_committed(2, 1),
+        meta: typ::SnapshotMeta {
+            last_log_id: Some(log_id(2, 1, 3)),
+            last_membership: typ::StoredMembership::default(),
+            snapshot_id: "2-1-3".into(),
+        },
+        offset,
+        data,
+        done: false,
+    }
+}
+
+/// A chunk whose data claims 2^60 bytes, and one that asks openraft to write at offset 2^60 of
+/// its buffer (which would allocate the gap and abort), get 400 and never reach Raft; a chunk
+/// that leaves a smaller gap gets openraft's own `SnapshotMismatch`.
+#[tokio::test]
+async fn hostile_snapshot_chunks_never_reach_raft() {
+    let stub = StubRaft::default();
+    let addr = serve(router(stub.clone())).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{addr}{SNAPSHOT_PATH}");
+
+    let mut claims_2_60 = codec::encode(&snapshot_chunk(0, vec![])).expect("encode");
+    let data_len_at = claims_2_60.len() - 9;
+    claims_2_60[data_len_at..data_len_at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+    let response = client.post(&url).body(claims_2_60).send().await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+
+    let mut conn = connect(addr, None).await;
+    conn.install_snapshot(snapshot_chunk(0, vec![1; 10]), option()).await.expect("first chunk");
+    let far = codec::encode(&snapshot_chunk(1 << 60, vec![1])).expect("encode");
+    let response = client.post(&url).body(far).send().await.expect("an answer");
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert!(response.text().await.expect("text").contains("beyond"));
+
+    let err = conn.install_snapshot(snapshot_chunk(11, vec![1]), option()).await.expect_err("a gap");
+    assert!(
+        matches!(&err, RPCError::RemoteError(r) if matches!(r.source, RaftError::APIError(typ::InstallSnapshotError::SnapshotMismatch(_)))),
+        "{err:?}"
+    );
+    conn.install_snapshot(snapshot_chunk(10, vec![1; 5]), option()).await.expect("the next chunk");
+    assert_eq!(*stub.snapshot_chunks.lock().expect("lock"), vec![(0, 10, false), (10, 5, false)]);
+}
+
+/// An answer longer than any legitimate one is not buffered: the client stops reading.
+#[tokio::test]
+async fn an_oversized_answer_is_refused() {
+    let addr = serve_one(VOTE_PATH, |_: Bytes| async { octet_stream(vec![0; codec::MAX_RPC_BYTES + 1]) }).await;
+    let url = format!("http://{addr}{VOTE_PATH}");
+    let err = post_bincode::<_, typ::VoteResponse>(
+        &reqwest::Client::new(),
+        &url,
+        None,
+        &vote_request(),
+        Duration::from_secs(10),
+    )
+    .await
+    .expect_err("too long");
+    assert!(matches!(&err, PostError::Decode(msg) if msg.contains("over")), "{err:?}");
+}
+
+/// Found by the fuzz tests (issue 11): an append, vote or snapshot that speaks for the receiving
+/// node itself (its own ID as leader or candidate, another term) made openraft follow itself and
+/// trip a debug assertion, which stopped its core. No peer sends those: they get 400.
+#[tokio::test]
+async fn regression_an_rpc_in_the_receivers_own_name_stops_its_raft() {
+    let stub = StubRaft::default();
+    let addr = serve(router(stub.clone())).await;
+    let client = reqwest::Client::new();
+    let own = Vote::new_committed(7, TARGET);
+    let append = typ::AppendEntriesRequest { vote: own, prev_log_id: None, entries: vec![], leader_commit: None };
+    let bodies = [
+        (APPEND_PATH, codec::encode(&append).expect("encode")),
+        (VOTE_PATH, codec::encode(&typ::VoteRequest::new(Vote::new(7, TARGET), None)).expect("encode")),
+        (
+            SNAPSHOT_PATH,
+            codec::encode(&typ::InstallSnapshotRequest { vote: own, ..snapshot_chunk(0, vec![]) }).expect("encode"),
+        ),
+    ];
+    for (path, body) in bodies {
+        let response = client.post(format!("http://{addr}{path}")).body(body).send().await.expect("an answer");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        assert!(response.text().await.expect("text").contains("this node itself"), "{path}");
+    }
+    assert!(stub.appended.lock().expect("lock").is_empty());
+    assert!(stub.snapshot_chunks.lock().expect("lock").is_empty());
 }

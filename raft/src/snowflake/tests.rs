@@ -141,6 +141,24 @@ fn windows_cannot_run_far_past_the_proposers_clock() {
     ));
 }
 
+#[test]
+fn no_holding_starts_below_the_registry_floor_used_worker_or_not() {
+    let mut registry = registry(1);
+    let (used, epoch, _, _) = acquired(registry.acquire(1, 1000, LEASE, WINDOW));
+    assert_eq!(registry.release(used, epoch, Some(1500)), Response::WorkerReleased { applied: true });
+    registry.floor_ms = 900_000;
+    // The never-used worker and the released one both start at the floor, not at 0 or 1501.
+    let (never_used, _, floor, end) = acquired(registry.acquire(2, 1000, LEASE, WINDOW));
+    assert_ne!(never_used, used);
+    assert_eq!((floor, end), (900_000, 900_000 + WINDOW));
+    let (again, again_epoch, floor, _) = acquired(registry.acquire(3, 1000, LEASE, WINDOW));
+    assert_eq!((again, floor), (used, 900_000));
+    // Above the floor, the previous window still rules.
+    assert!(matches!(registry.extend(again, again_epoch, 990_000, 985_000), Response::WorkerExtended { .. }));
+    let (_, _, floor, _) = acquired(registry.acquire(3, 1001, LEASE, WINDOW));
+    assert_eq!(floor, 990_001);
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Acquire {

@@ -204,7 +204,7 @@ impl Model {
         };
         // A real log starts with the initial membership.
         let nodes: BTreeMap<u64, Node> =
-            (1..=NODES as u64).map(|id| (id, Node::new(format!("10.0.0.{id}:8080")))).collect();
+            (1..=NODES as u64).map(|id| (id, Node::new(format!("10.0.0.{id}:8080"), id))).collect();
         let voters: BTreeSet<u64> = nodes.keys().copied().collect();
         let membership = typ::Membership::new(vec![voters], nodes);
         model.append(EntryPayload::Membership(membership));
@@ -462,17 +462,30 @@ fn check_request(
             prop_assert_eq!(rejection, &Rejection::TagNotFound);
             prop_assert!(old_max.is_none());
         }
-        (Request::UpdateTag { max_id: Some(wanted), .. }, Response::Tag { record, .. }) => {
-            prop_assert!(Some(*wanted) >= old_max, "update lowered max_id");
-            prop_assert_eq!(record.max_id, *wanted);
+        (Request::UpdateTag { max_id: Some(wanted), now_ms, .. }, Response::Tag { record, .. }) => {
+            if Some(*wanted) >= old_max {
+                prop_assert_eq!(record.max_id, *wanted);
+            } else {
+                // A copy of the tag's last update, committed again after claims: answered with
+                // the tag as it is, nothing changed.
+                prop_assert_eq!(record.updated_at_ms, *now_ms);
+                prop_assert_eq!(request.tag().and_then(|t| before.tags.get(t)), Some(record));
+                prop_assert_eq!(request.tag().and_then(|t| after.tags.get(t)), Some(record));
+            }
         }
         (Request::UpdateTag { max_id: Some(wanted), .. }, Response::Rejected(Rejection::MaxIdDecrease { current })) => {
             prop_assert_eq!(Some(*current), old_max);
             prop_assert!(wanted < current);
         }
-        (Request::CreateTag { max_id, step, .. }, Response::Tag { record, .. }) => {
-            prop_assert_eq!((record.max_id, record.step), (*max_id, *step));
+        (Request::CreateTag { max_id, step, now_ms, .. }, Response::Tag { record, .. }) => {
+            prop_assert_eq!((record.step, record.created_at_ms), (*step, *now_ms));
+            prop_assert!(record.max_id >= *max_id, "{record:?} for {request:?}");
             prop_assert_eq!(request.tag().and_then(|t| after.tags.get(t)), Some(record));
+            if let Some(existing) = request.tag().and_then(|t| before.tags.get(t)) {
+                prop_assert_eq!(existing, record, "a repeated create changed the tag");
+            } else {
+                prop_assert_eq!(record.max_id, *max_id);
+            }
         }
         (Request::ClaimSegment { .. }, other) | (Request::ReleaseSegment { .. }, other) => {
             prop_assert!(false, "unexpected answer {other:?} to {request:?}");

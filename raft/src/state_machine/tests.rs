@@ -35,8 +35,9 @@ fn create_twice_is_rejected_unless_identical_retry() {
     // Same command again (a retried forward): answered with the tag.
     assert!(matches!(create(&mut sm, "t", 1, 1000), Response::Tag { .. }));
     assert_eq!(create(&mut sm, "t", 5, 1000), Response::Rejected(Rejection::TagExists));
-    claim(&mut sm, "t", 1000);
-    assert_eq!(create(&mut sm, "t", 1, 1000), Response::Rejected(Rejection::TagExists));
+    let other_time =
+        Request::CreateTag { tag: "t".into(), max_id: 1, step: 1000, description: String::new(), now_ms: 8 };
+    assert_eq!(sm.apply_request(&other_time), Response::Rejected(Rejection::TagExists));
 }
 
 #[test]
@@ -79,4 +80,110 @@ fn release_applies_only_when_nobody_claimed_since() {
     assert_eq!(sm.apply_request(&release(1501, 1501)), Response::Released { applied: false });
     assert_eq!(sm.apply_request(&release(0, 1501)), Response::Released { applied: false });
     assert_eq!(sm.tags["t"].max_id, 1501);
+}
+
+#[test]
+fn the_cluster_id_is_set_once() {
+    let mut sm = IdStateMachine::default();
+    assert_eq!(sm.apply_request(&Request::SetClusterId { cluster_id: 0 }), Response::ClusterId { cluster_id: 0 });
+    assert_eq!(sm.apply_request(&Request::SetClusterId { cluster_id: 42 }), Response::ClusterId { cluster_id: 42 });
+    // A second leader's proposal, or a retry, learns the recorded ID and changes nothing.
+    assert_eq!(sm.apply_request(&Request::SetClusterId { cluster_id: 7 }), Response::ClusterId { cluster_id: 42 });
+    assert_eq!(sm.cluster_id, 42);
+}
+
+/// Found by review (issue 11): a raise forwarded to a leader that lost leadership before
+/// answering is sent again to the next leader; both copies can commit. When claims moved
+/// `max_id` past the raise in between, the second copy answered MAX_ID_DECREASE for a raise that
+/// had taken effect. Its `now_ms` matches the tag's last update: it now answers the tag.
+#[test]
+fn regression_a_retried_raise_that_applied_answers_max_id_decrease() {
+    let mut sm = IdStateMachine::default();
+    create(&mut sm, "t", 1, 1000);
+    let raise = Request::UpdateTag { tag: "t".into(), step: Some(10), description: None, max_id: Some(500), now_ms: 9 };
+    assert!(matches!(sm.apply_request(&raise), Response::Tag { .. }));
+    claim(&mut sm, "t", 10);
+    let before = sm.clone();
+    match sm.apply_request(&raise) {
+        Response::Tag { record, .. } => assert_eq!(record, before.tags["t"]),
+        other => panic!("the retried raise answered {other:?}"),
+    }
+    assert_eq!(sm, before, "the retry changes nothing");
+    // Another update, or the same one at another time, is still a decrease.
+    let later =
+        Request::UpdateTag { tag: "t".into(), step: Some(10), description: None, max_id: Some(500), now_ms: 10 };
+    assert_eq!(sm.apply_request(&later), Response::Rejected(Rejection::MaxIdDecrease { current: 510 }));
+    let other = Request::UpdateTag { tag: "t".into(), step: Some(20), description: None, max_id: Some(500), now_ms: 9 };
+    assert_eq!(sm.apply_request(&other), Response::Rejected(Rejection::MaxIdDecrease { current: 510 }));
+}
+
+/// Found by review (issue 11): the same for a create, once a claim had moved `max_id`: the second
+/// copy answered TAG_EXISTS. A create with the same `now_ms`, step and description whose `max_id`
+/// is not above the tag's is its own earlier effect: it answers the tag.
+#[test]
+fn regression_a_retried_create_that_applied_answers_tag_exists() {
+    let mut sm = IdStateMachine::default();
+    create(&mut sm, "t", 1, 1000);
+    claim(&mut sm, "t", 1000);
+    let before = sm.clone();
+    match create(&mut sm, "t", 1, 1000) {
+        Response::Tag { record, .. } => assert_eq!(record, before.tags["t"]),
+        other => panic!("the retried create answered {other:?}"),
+    }
+    assert_eq!(sm, before, "the retry changes nothing");
+    assert_eq!(create(&mut sm, "t", 1, 999), Response::Rejected(Rejection::TagExists));
+    assert_eq!(create(&mut sm, "t", 5000, 1000), Response::Rejected(Rejection::TagExists));
+}
+
+fn restore(tags: &[(&str, u64)], layout: Option<SnowflakeLayout>, floor: u64) -> Request {
+    let record = |max_id| TagRecord { max_id, step: 1000, description: "d".into(), created_at_ms: 1, updated_at_ms: 2 };
+    let tags = tags.iter().map(|(name, max_id)| (name.to_string(), record(*max_id))).collect();
+    Request::Restore { tags, layout, snowflake_floor_ms: floor }
+}
+
+#[test]
+fn a_restore_fills_an_empty_state_with_tags_layout_and_floor() {
+    let mut sm = IdStateMachine::default();
+    let answer = sm.apply_request(&restore(&[("a", 5_000), ("b", tag::MAX_ID_LIMIT)], Some(SnowflakeLayout::LEAF), 77));
+    assert_eq!(answer, Response::Restored { tags: 2 });
+    assert_eq!((sm.tags["a"].max_id, sm.tags["b"].max_id), (5_000, tag::MAX_ID_LIMIT));
+    assert_eq!((sm.snowflake.layout, sm.snowflake.floor_ms), (Some(SnowflakeLayout::LEAF), 77));
+    assert_eq!(claim(&mut sm, "a", 10), Response::Segment { start: 5_000, end: 5_010 });
+    assert_eq!(claim(&mut sm, "b", 10), Response::Rejected(Rejection::TagExhausted), "exhausted stays exhausted");
+}
+
+#[test]
+fn a_restore_never_touches_a_state_that_holds_tags_or_workers() {
+    let mut with_tag = IdStateMachine::default();
+    create(&mut with_tag, "a", 1, 1000);
+    claim(&mut with_tag, "a", 1000);
+    let mut with_worker = IdStateMachine::default();
+    with_worker.apply_request(&Request::SetSnowflakeLayout { layout: SnowflakeLayout::LEAF });
+    with_worker.apply_request(&Request::AcquireWorker { node: 1, now_ms: 5, lease_ms: 10, window_ms: 10 });
+    for mut sm in [with_tag, with_worker] {
+        let before = sm.clone();
+        let answer = sm.apply_request(&restore(&[("a", 2)], None, 1_000_000));
+        assert!(matches!(answer, Response::Rejected(Rejection::InvalidArgument(_))), "{answer:?}");
+        assert_eq!(sm, before);
+    }
+}
+
+#[test]
+fn a_restore_with_a_bad_tag_or_another_layout_changes_nothing() {
+    let other = SnowflakeLayout { time_bits: 42, worker_bits: 9, ..SnowflakeLayout::LEAF };
+    let mut recorded = IdStateMachine::default();
+    recorded.apply_request(&Request::SetSnowflakeLayout { layout: SnowflakeLayout::LEAF });
+    let cases = [
+        (IdStateMachine::default(), restore(&[("bad tag", 2)], None, 0)),
+        (IdStateMachine::default(), restore(&[("a", 0)], None, 0)),
+        (IdStateMachine::default(), restore(&[("a", tag::MAX_ID_LIMIT + 1)], None, 0)),
+        (IdStateMachine::default(), restore(&[("a", 2)], Some(SnowflakeLayout { worker_bits: 0, ..other }), 0)),
+        (recorded, restore(&[("a", 2)], Some(other), 0)),
+    ];
+    for (mut sm, request) in cases {
+        let before = sm.clone();
+        let answer = sm.apply_request(&request);
+        assert!(matches!(answer, Response::Rejected(Rejection::InvalidArgument(_))), "{request:?}: {answer:?}");
+        assert_eq!(sm, before);
+    }
 }

@@ -72,6 +72,29 @@ async fn reopened_state_equals_memory_after_each_apply() {
     assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 6)));
 }
 
+/// A restore stores every tag and the registry's floor, also when a later entry of the same batch
+/// leaves a restored tag unchanged (a claim refused on an exhausted tag).
+#[tokio::test]
+async fn a_restore_is_stored_whole() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let entries = [
+        normal(1, 1, claim("orders", 10)),
+        normal(1, 2, restore()),
+        normal(1, 3, claim("coupons", 10)),
+        normal(1, 4, claim("orders", 10)),
+    ];
+    let responses = sm.apply(entries).await.expect("apply");
+    assert_eq!(responses[0], Response::Rejected(Rejection::TagNotFound));
+    assert_eq!(responses[1], Response::Restored { tags: 2 });
+    assert_eq!(responses[2], Response::Rejected(Rejection::TagExhausted));
+    assert_eq!(responses[3], Response::Segment { start: 7_000, end: 7_010 });
+    assert_eq!(tag_keys(&sm), ["tag/coupons", "tag/orders"]);
+    let reopened = StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("load");
+    assert_eq!(reopened.read(Clone::clone), sm.read(Clone::clone));
+    assert_eq!(reopened.read(|s| s.snowflake.floor_ms), 1_700_000_700_000);
+}
+
 /// A builder snapshots the state as it was when it was made, while applies continue.
 #[tokio::test]
 async fn snapshot_is_point_in_time() {
@@ -120,7 +143,12 @@ async fn install_replaces_the_state_and_the_snapshot() {
     let (_leader_dir, leader) = temp_store(false);
     let mut leader_sm = leader.state_machine.clone();
     leader_sm
-        .apply([membership_entry(1, 1, &[1, 2]), normal(1, 2, create("kept", 1, 10)), normal(1, 3, claim("kept", 10))])
+        .apply([
+            membership_entry(1, 1, &[1, 2]),
+            normal(1, 2, create("kept", 1, 10)),
+            normal(1, 3, claim("kept", 10)),
+            normal(1, 4, raft::Request::SetClusterId { cluster_id: 77 }),
+        ])
         .await
         .expect("apply");
     let snapshot = leader_sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
@@ -145,7 +173,8 @@ async fn install_replaces_the_state_and_the_snapshot() {
 
     let reopened = crate::open(follower_dir.path(), &options(false)).expect("reopen");
     assert_eq!(reopened.state_machine.read(Clone::clone), expected);
-    assert_eq!(reopened.state_machine.applied_at_open(), Some(log_id(1, 3)));
+    assert_eq!(reopened.state_machine.read(|state| state.cluster_id), 77);
+    assert_eq!(reopened.state_machine.applied_at_open(), Some(log_id(1, 4)));
     let mut sm = reopened.state_machine.clone();
     let current = sm.get_current_snapshot().await.expect("current").expect("stored");
     assert_eq!(current.meta, snapshot.meta);

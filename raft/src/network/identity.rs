@@ -1,0 +1,213 @@
+//! Member identity on the wire: every request between nodes and every answer carries the sender's
+//! cluster ID, node ID and disk incarnation in headers, and both sides compare them with what they
+//! know ([`IdentityCheck`]).
+//!
+//! What this guards against is an accident, not an attacker (the cluster secret is for those): a
+//! member whose data directory was wiped or swapped comes back with another incarnation, and a
+//! node of a second cluster may answer at an address this cluster knows. Raft assumes a voter
+//! never forgets what it acknowledged; a refused peer's votes and acknowledgements are never
+//! counted, so such a node cannot help elect a leader or commit an entry.
+//!
+//! A message without identity headers is not checked (every leafraft node sends them; the
+//! receiving side is in the node's HTTP layer, the sending side in `client`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+use std::sync::RwLock;
+
+use axum::http::HeaderMap;
+use axum::http::HeaderValue;
+
+use crate::typ;
+use crate::NodeId;
+
+pub const CLUSTER_ID_HEADER: &str = "x-leafraft-cluster-id";
+pub const NODE_ID_HEADER: &str = "x-leafraft-node-id";
+pub const INCARNATION_HEADER: &str = "x-leafraft-incarnation";
+
+/// How a cluster ID or an incarnation is shown: 16 hex digits, the form logs and errors use.
+pub fn hex_id(id: u64) -> String {
+    format!("{id:016x}")
+}
+
+/// Who sent a message, as its headers say. `cluster_id` 0: the sender knows no cluster yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerIdentity {
+    pub cluster_id: u64,
+    pub node_id: NodeId,
+    pub incarnation: u64,
+}
+
+impl PeerIdentity {
+    /// The identity in `headers`: `Ok(None)` when they carry none, an error when they carry a
+    /// malformed one.
+    pub fn from_headers(headers: &HeaderMap) -> Result<Option<PeerIdentity>, String> {
+        let field = |name: &str, hex: bool| -> Result<Option<u64>, String> {
+            let Some(value) = headers.get(name) else { return Ok(None) };
+            let text = value.to_str().map_err(|_| format!("header {name} is not ASCII"))?;
+            let parsed = if hex { u64::from_str_radix(text, 16) } else { text.parse() };
+            parsed.map(Some).map_err(|_| format!("header {name} is not a number: {text:?}"))
+        };
+        match (field(CLUSTER_ID_HEADER, true)?, field(NODE_ID_HEADER, false)?, field(INCARNATION_HEADER, true)?) {
+            (None, None, None) => Ok(None),
+            (Some(cluster_id), Some(node_id), Some(incarnation)) => {
+                Ok(Some(PeerIdentity { cluster_id, node_id, incarnation }))
+            }
+            _ => {
+                Err(format!("the identity needs all of {CLUSTER_ID_HEADER}, {NODE_ID_HEADER} and {INCARNATION_HEADER}"))
+            }
+        }
+    }
+
+    pub fn write_headers(&self, headers: &mut HeaderMap) {
+        let value = |text: String| HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("0"));
+        headers.insert(CLUSTER_ID_HEADER, value(hex_id(self.cluster_id)));
+        headers.insert(NODE_ID_HEADER, value(self.node_id.to_string()));
+        headers.insert(INCARNATION_HEADER, value(hex_id(self.incarnation)));
+    }
+}
+
+/// Why a peer was refused. `Display` is one line naming both sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mismatch {
+    /// The peer belongs to another cluster.
+    Cluster { local: u64, peer: u64, peer_node: NodeId },
+    /// The membership records `node_id` with another incarnation: its data directory was wiped
+    /// or replaced since it was added.
+    Incarnation { node_id: NodeId, recorded: u64, presented: u64 },
+    /// Another node answers at the address of `expected`.
+    NodeId { expected: NodeId, presented: NodeId },
+}
+
+impl Mismatch {
+    /// The label of `leafraft_identity_refusals_total`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Mismatch::Cluster { .. } => "cluster_id",
+            Mismatch::Incarnation { .. } => "incarnation",
+            Mismatch::NodeId { .. } => "node_id",
+        }
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::Cluster { local, peer, peer_node } => write!(
+                f,
+                "node {peer_node} belongs to cluster {}, this node to cluster {}",
+                hex_id(*peer),
+                hex_id(*local)
+            ),
+            Mismatch::Incarnation { node_id, recorded, presented } => write!(
+                f,
+                "node {node_id} is a member with data dir incarnation {}, but it presents incarnation {} (its data \
+                 dir was wiped or replaced); remove it with `leafraft cluster remove --node-id {node_id}`, then start \
+                 it with --join",
+                hex_id(*recorded),
+                hex_id(*presented)
+            ),
+            Mismatch::NodeId { expected, presented } => {
+                write!(f, "node {presented} answers at the address of node {expected}")
+            }
+        }
+    }
+}
+
+/// This node's identity and what it knows of the cluster: the cluster ID and the incarnation the
+/// membership records for each member (0: unknown, not checked). Shared by the network client
+/// and the node's HTTP layer; the node keeps it up to date with [`IdentityCheck::observe`].
+#[derive(Debug)]
+pub struct IdentityCheck {
+    node_id: NodeId,
+    incarnation: u64,
+    cluster_id: AtomicU64,
+    members: RwLock<BTreeMap<NodeId, u64>>,
+    refusals: [AtomicU64; KINDS.len()],
+}
+
+const KINDS: [&str; 3] = ["cluster_id", "incarnation", "node_id"];
+
+impl IdentityCheck {
+    pub fn new(node_id: NodeId, incarnation: u64) -> IdentityCheck {
+        IdentityCheck {
+            node_id,
+            incarnation,
+            cluster_id: AtomicU64::new(0),
+            members: RwLock::new(BTreeMap::new()),
+            refusals: Default::default(),
+        }
+    }
+
+    /// What this node sends in its headers.
+    pub fn local(&self) -> PeerIdentity {
+        PeerIdentity { cluster_id: self.cluster_id(), node_id: self.node_id, incarnation: self.incarnation }
+    }
+
+    pub fn cluster_id(&self) -> u64 {
+        self.cluster_id.load(Ordering::Relaxed)
+    }
+
+    /// Takes in the replicated cluster ID and the latest membership.
+    pub fn observe(&self, cluster_id: u64, membership: &typ::Membership) {
+        self.cluster_id.store(cluster_id, Ordering::Relaxed);
+        let members = membership.nodes().map(|(id, node)| (*id, node.incarnation)).collect();
+        *self.members.write().unwrap_or_else(PoisonError::into_inner) = members;
+    }
+
+    /// The incarnation the membership records for `node_id` (0 when unknown or not a member).
+    pub fn recorded_incarnation(&self, node_id: NodeId) -> u64 {
+        self.members.read().unwrap_or_else(PoisonError::into_inner).get(&node_id).copied().unwrap_or(0)
+    }
+
+    /// Checks the sender of a request this node received.
+    pub fn check_sender(&self, peer: &PeerIdentity) -> Result<(), Mismatch> {
+        self.check_cluster(peer)?;
+        check_incarnation(peer, self.recorded_incarnation(peer.node_id))
+    }
+
+    /// Checks the answer of a peer this node sent to: `expected` is the node it meant to reach
+    /// and the incarnation its membership records (0: unknown), when it knows them.
+    pub fn check_responder(&self, peer: &PeerIdentity, expected: Option<(NodeId, u64)>) -> Result<(), Mismatch> {
+        self.check_cluster(peer)?;
+        let Some((expected, recorded)) = expected else { return Ok(()) };
+        if peer.node_id != expected {
+            return Err(Mismatch::NodeId { expected, presented: peer.node_id });
+        }
+        check_incarnation(peer, recorded)
+    }
+
+    fn check_cluster(&self, peer: &PeerIdentity) -> Result<(), Mismatch> {
+        let local = self.cluster_id();
+        if local != 0 && peer.cluster_id != 0 && peer.cluster_id != local {
+            return Err(Mismatch::Cluster { local, peer: peer.cluster_id, peer_node: peer.node_id });
+        }
+        Ok(())
+    }
+
+    /// Counts a refusal and logs it once. `what` says which message was refused.
+    pub fn refused(&self, what: &str, mismatch: &Mismatch) {
+        if let Some(i) = KINDS.iter().position(|kind| *kind == mismatch.kind()) {
+            self.refusals[i].fetch_add(1, Ordering::Relaxed);
+        }
+        tracing::warn!(kind = mismatch.kind(), "identity mismatch, {what} refused: {mismatch}");
+    }
+
+    /// Refusals so far, by kind (the label of `leafraft_identity_refusals_total`).
+    pub fn refusals(&self) -> Vec<(&'static str, u64)> {
+        KINDS.iter().zip(&self.refusals).map(|(kind, count)| (*kind, count.load(Ordering::Relaxed))).collect()
+    }
+}
+
+fn check_incarnation(peer: &PeerIdentity, recorded: u64) -> Result<(), Mismatch> {
+    if recorded != 0 && peer.incarnation != recorded {
+        return Err(Mismatch::Incarnation { node_id: peer.node_id, recorded, presented: peer.incarnation });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

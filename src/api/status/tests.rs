@@ -1,0 +1,146 @@
+//! Unit tests of the status page: what it shows, and that free text stays text.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::cluster::ReplicationStatus;
+use crate::engine::IdRange;
+
+fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
+    let nodes: BTreeMap<String, String> =
+        [1, 2, 3, 4].iter().map(|id| (id.to_string(), format!("127.0.0.1:900{id}"))).collect();
+    ClusterStatus {
+        node_id,
+        role: if leader == Some(node_id) { "leader" } else { "follower" }.to_string(),
+        leader_id: leader,
+        term: 7,
+        voters: vec![1, 2, 3],
+        learners: vec![4],
+        nodes,
+        cluster_id: None,
+        incarnations: BTreeMap::new(),
+        commit_index: Some(42),
+        applied_index: Some(41),
+        replication: replication.then(|| {
+            [("1", 42), ("3", 40), ("4", 12)]
+                .iter()
+                .map(|(id, matched)| {
+                    (id.to_string(), ReplicationStatus { matched_index: Some(*matched), lag: 42 - matched })
+                })
+                .collect()
+        }),
+    }
+}
+
+fn page(cluster: ClusterStatus) -> Page {
+    Page {
+        now_ms: 1_800_000_000_000,
+        version: "0.1.0",
+        cluster,
+        ready: Ok(()),
+        tags: vec![
+            TagRow {
+                tag: "order".into(),
+                max_id: 3001,
+                step: 1000,
+                description: "<script>alert('x')</script> & \"friends\"".into(),
+                updated_at_ms: 1_800_000_000_000,
+                buffers: Some(BufferState {
+                    current: Some(IdRange { start: 1001, end: 2001 }),
+                    cursor: Some(1251),
+                    next: Some(IdRange { start: 2001, end: 3001 }),
+                    loading: false,
+                    step: Some(1000),
+                    last_claim_at_ms: Some(1_799_999_996_800),
+                    ids_issued: 250,
+                    claims: 2,
+                    waits: 1,
+                    ids_per_sec: 12.5,
+                }),
+            },
+            TagRow {
+                tag: "idle".into(),
+                max_id: 1,
+                step: 10,
+                description: String::new(),
+                updated_at_ms: 0,
+                buffers: None,
+            },
+        ],
+        layout: Some(raft::SnowflakeLayout::LEAF),
+        workers: vec![(
+            0,
+            raft::WorkerLease {
+                holder: Some(2),
+                epoch: 3,
+                window_end_ms: 1_800_000_009_800,
+                floor_ms: 1_799_999_000_000,
+                last_extend_ms: 1_799_999_998_000,
+                released_by: None,
+            },
+        )],
+        snowflake: SnowflakeStatus {
+            worker_id: Some(0),
+            epoch: Some(3),
+            window_end_ms: Some(1_800_000_009_800),
+            refused: Some("clock <off> by 2000 ms".into()),
+            clock_offset_ms: Some(-3),
+            peers_checked: 2,
+            ids_issued: 9,
+            clock_checks: 40,
+        },
+        years_left: 52.9,
+    }
+}
+
+#[test]
+fn the_page_shows_leader_members_buffers_and_workers_and_escapes_free_text() {
+    let html = render(&page(cluster(2, Some(2), true)));
+    assert!(html.contains("<meta http-equiv=\"refresh\" content=\"2\">"));
+    assert!(html.contains("<b id=\"leader\">node 2</b>"), "{html}");
+    for id in 1..=4 {
+        assert!(html.contains(&format!("<tr data-node=\"{id}\"")), "member {id}");
+        assert!(html.contains(&format!(">127.0.0.1:900{id}</a>")), "address of {id}");
+    }
+    assert!(html.contains("<tr data-node=\"2\" data-role=\"leader\" class=\"self\">"), "{html}");
+    assert!(html.contains("<tr data-node=\"4\" data-role=\"learner\">"), "{html}");
+    // Matched index and lag of node 3, on the leader.
+    assert!(html.contains("<td class=\"num\">40</td><td class=\"num\">2</td>"), "{html}");
+    assert!(html.contains("<td data-buffer=\"current\">[1001, 2001)</td><td class=\"num\">1251</td>"), "{html}");
+    assert!(html.contains("<td data-buffer=\"next\">[2001, 3001)</td>"), "{html}");
+    assert!(html.contains("25 %"), "used share of the current segment");
+    assert!(html.contains("no buffers on this node yet"));
+    assert!(html.contains("<tr data-worker=\"0\" class=\"self\">"), "{html}");
+    assert!(html.contains("in 9.8 s"), "window end relative to now");
+    assert!(html.contains("<span title=\"2027-01-15T07:59:56.800Z\">3.2 s ago</span>"), "last claim: {html}");
+    assert!(html.contains("-3 ms"), "clock offset");
+    // Free text is escaped, never markup.
+    assert!(!html.contains("<script>"));
+    assert!(html.contains("&lt;script&gt;alert('x')&lt;/script&gt; &amp; &quot;friends&quot;"), "{html}");
+    assert!(html.contains("refused: clock &lt;off&gt; by 2000 ms"));
+    assert!(!html.contains("src=") && !html.contains("<link") && !html.contains("@import"), "no external assets");
+}
+
+#[test]
+fn free_text_cannot_open_an_element_or_leave_an_attribute() {
+    let mut hostile = page(cluster(2, Some(2), true));
+    hostile.tags[0].description = "\"><img src=x onerror=alert(1)>".into();
+    hostile.ready = Err("</span><script>x</script>".into());
+    hostile.cluster.role = "leader\" onclick=\"x".into();
+    let html = render(&hostile);
+    assert!(!html.contains("<img") && !html.contains("<script>"), "{html}");
+    assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"), "{html}");
+    assert!(!html.contains("\" onclick=\""), "an attribute value broke out: {html}");
+}
+
+#[test]
+fn a_follower_links_to_the_leader_for_replication() {
+    let html = render(&page(cluster(1, Some(2), false)));
+    assert!(html.contains("<tr data-node=\"1\" data-role=\"follower\" class=\"self\">"), "{html}");
+    assert!(html.contains("<a href=\"http://127.0.0.1:9002/\">open its page</a>"), "{html}");
+    let mut not_ready = page(cluster(1, None, false));
+    not_ready.ready = Err("no leader known".into());
+    let html = render(&not_ready);
+    assert!(html.contains("not ready</span><span>no leader known"), "{html}");
+    assert!(html.contains("<tr data-node=\"2\" data-role=\"voter\">"), "{html}");
+}

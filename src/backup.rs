@@ -1,0 +1,112 @@
+//! The backup file: a consistent copy of the replicated state, what `GET /v1/backup` answers,
+//! `leafraft backup` writes and `leafraft recover --from` reads.
+//!
+//! Layout: [`MAGIC`] (16 bytes, readable with `head -c 15`), the format version (one byte), the
+//! bincode encoding of [`Backup`] (the one configuration of `raft::codec`), then a CRC-32 (IEEE,
+//! little endian) of everything before it. bincode is positional: [`Backup`] and the types in it
+//! only gain fields at the end, and any change bumps [`FORMAT_VERSION`] (golden bytes in
+//! `backup/tests.rs` fail first). A reader refuses a bad magic, an unknown version, a checksum
+//! that does not match and trailing bytes, each with its own one-line error.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io;
+use std::io::Write;
+use std::path::Path;
+
+use raft::SnowflakeRegistry;
+use raft::TagRecord;
+use serde::Deserialize;
+use serde::Serialize;
+
+/// The first bytes of every backup file.
+pub const MAGIC: &[u8; 16] = b"leafraft backup\n";
+
+/// The layout version this binary writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// The `Content-Type` of `GET /v1/backup`.
+pub const CONTENT_TYPE: &str = "application/vnd.leafraft.backup";
+
+/// The replicated state at a known log index, with when and where it was taken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backup {
+    /// The cluster the state belongs to (0: not recorded).
+    pub cluster_id: u64,
+    /// Wall clock (Unix ms) of the node that took it, read before it asked the leader for a read
+    /// index: every claim committed before this time is in the state.
+    pub taken_at_ms: u64,
+    /// The log index and term of the last entry the state has applied.
+    pub applied_index: u64,
+    pub applied_term: u64,
+    pub tags: BTreeMap<String, TagRecord>,
+    pub snowflake: SnowflakeRegistry,
+}
+
+/// Why bytes are not a backup this binary can use. `Display` is one line.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("not a leafraft backup file (it does not start with {:?})", String::from_utf8_lossy(MAGIC).trim_end())]
+    NotABackup,
+    #[error("the backup has format version {found}; this binary reads version {FORMAT_VERSION} (use the leafraft that wrote it)")]
+    UnknownVersion { found: u8 },
+    #[error("the backup is damaged: its checksum is {stored:08x}, its content sums to {computed:08x}")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("the backup is damaged: {0}")]
+    Damaged(String),
+    #[error("cannot encode the backup: {0}")]
+    Encode(String),
+}
+
+/// The file's bytes.
+pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
+    let body = raft::codec::encode(backup).map_err(|e| BackupError::Encode(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(MAGIC.len() + 1 + body.len() + 4);
+    bytes.extend_from_slice(MAGIC);
+    bytes.push(FORMAT_VERSION);
+    bytes.extend_from_slice(&body);
+    let checksum = crc32fast::hash(&bytes);
+    bytes.extend_from_slice(&checksum.to_le_bytes());
+    Ok(bytes)
+}
+
+/// Reads a file's bytes, checking magic, version and checksum before decoding anything.
+pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
+    let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(BackupError::NotABackup)?;
+    let (&version, _) = rest.split_first().ok_or_else(|| BackupError::Damaged("it ends after its magic".into()))?;
+    if version != FORMAT_VERSION {
+        return Err(BackupError::UnknownVersion { found: version });
+    }
+    let Some(split) = bytes.len().checked_sub(4).filter(|&at| at > MAGIC.len()) else {
+        return Err(BackupError::Damaged("it is too short to hold a checksum".into()));
+    };
+    let (content, stored) = bytes.split_at(split);
+    let stored = u32::from_le_bytes([stored[0], stored[1], stored[2], stored[3]]);
+    let computed = crc32fast::hash(content);
+    if stored != computed {
+        return Err(BackupError::Checksum { stored, computed });
+    }
+    raft::codec::decode(&content[MAGIC.len() + 1..]).map_err(|e| BackupError::Damaged(e.to_string()))
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or the whole new one: a
+/// temporary file beside it, synced, renamed over it, then the directory synced.
+pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let name = path.file_name().ok_or_else(|| io::Error::other(format!("{} names no file", path.display())))?;
+    let temp = path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let written = (|| {
+        let mut file = File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written?;
+    let dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests;

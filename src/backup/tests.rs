@@ -1,0 +1,101 @@
+//! Golden bytes of the backup file, and every way a file is refused.
+
+use raft::SnowflakeLayout;
+use raft::WorkerLease;
+
+use super::*;
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn backup() -> Backup {
+    let record = TagRecord { max_id: 1001, step: 1000, description: "ids".into(), created_at_ms: 7, updated_at_ms: 8 };
+    let lease = WorkerLease {
+        holder: Some(2),
+        epoch: 3,
+        window_end_ms: 40,
+        floor_ms: 20,
+        last_extend_ms: 30,
+        released_by: None,
+    };
+    let snowflake =
+        SnowflakeRegistry { layout: Some(SnowflakeLayout::LEAF), workers: BTreeMap::from([(5, lease)]), floor_ms: 9 };
+    Backup {
+        cluster_id: 0x1122_3344_5566_7788,
+        taken_at_ms: 1_700_000_000_000,
+        applied_index: 42,
+        applied_term: 3,
+        tags: BTreeMap::from([("t".to_string(), record)]),
+        snowflake,
+    }
+}
+
+/// If this fails, the layout changed: bump `FORMAT_VERSION` (and keep reading the old one, or
+/// refuse it by name); never just update the literal.
+#[test]
+fn golden_bytes() {
+    let expected = concat!(
+        "6c65616672616674206261636b75700a", // "leafraft backup\n"
+        "01",                               // format version
+        "8877665544332211",                 // cluster ID
+        "0068e5cf8b010000",                 // taken at
+        "2a00000000000000",                 // applied index
+        "0300000000000000",                 // applied term
+        "0100000000000000",                 // one tag,
+        "010000000000000074",               // "t":
+        "e903000000000000e8030000000000000300000000000000696473",
+        "07000000000000000800000000000000",
+        "01c1038d142c010000290a0c", // Leaf's layout
+        "010000000000000005000000", // one lease, worker 5:
+        "0102000000000000000300000000000000280000000000000014000000000000001e0000000000000000",
+        "0900000000000000", // the registry's floor
+        "15e4a309",         // CRC-32
+    );
+    let bytes = encode(&backup()).expect("encode");
+    assert_eq!(hex(&bytes), expected);
+    assert_eq!(decode(&bytes).expect("decode"), backup());
+}
+
+#[test]
+fn a_flipped_bit_anywhere_is_refused() {
+    let bytes = encode(&backup()).expect("encode");
+    for at in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x10;
+        let err = decode(&damaged).expect_err("a damaged file must not decode");
+        let expected = match at {
+            _ if at < MAGIC.len() => matches!(err, BackupError::NotABackup),
+            _ if at == MAGIC.len() => matches!(err, BackupError::UnknownVersion { .. }),
+            _ => matches!(err, BackupError::Checksum { .. }),
+        };
+        assert!(expected, "byte {at}: {err}");
+    }
+}
+
+#[test]
+fn truncated_and_padded_files_are_refused() {
+    let bytes = encode(&backup()).expect("encode");
+    for len in [0, 5, MAGIC.len(), MAGIC.len() + 1, MAGIC.len() + 4, bytes.len() - 1] {
+        assert!(decode(&bytes[..len]).is_err(), "{len} bytes");
+    }
+    let mut padded = bytes[..bytes.len() - 4].to_vec();
+    padded.push(0);
+    let checksum = crc32fast::hash(&padded);
+    padded.extend_from_slice(&checksum.to_le_bytes());
+    assert!(matches!(decode(&padded), Err(BackupError::Damaged(_))), "trailing bytes inside a valid checksum");
+}
+
+#[test]
+fn errors_are_one_line_and_say_what_to_do() {
+    let mut newer = encode(&backup()).expect("encode");
+    newer[MAGIC.len()] = FORMAT_VERSION + 1;
+    let messages =
+        [decode(b"{\"tags\": []}").expect_err("json").to_string(), decode(&newer).expect_err("newer").to_string()];
+    assert_eq!(messages[0], "not a leafraft backup file (it does not start with \"leafraft backup\")");
+    assert_eq!(
+        messages[1],
+        "the backup has format version 2; this binary reads version 1 (use the leafraft that wrote it)"
+    );
+    assert!(messages.iter().all(|m| !m.contains('\n')));
+}

@@ -1,0 +1,257 @@
+//! The protocol between nodes outside Raft's own RPCs: what one node asks the leader to do
+//! ([`Forwarded`]) and what it answers, who a node is ([`Hello`]), and both ends of it. [`Peers`]
+//! is how a node reaches a peer (forward an operation, ask who answers at an address, read a
+//! clock); [`HttpPeers`] is the production implementation over `POST /raft/forward`,
+//! `POST /raft/hello` and `GET /v1/clock`, carrying this node's identity headers; [`routes`] is
+//! the receiving end of `/raft/forward` and `/raft/hello`. The in-process cluster tests implement
+//! [`Peers`] with their fault-injecting router instead.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use raft::network::IdentityCheck;
+use raft::network::PostError;
+use raft::network::Sender;
+use raft::Node;
+use raft::NodeId;
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::cluster::Cluster;
+use crate::error::Error;
+
+/// The path of the forwarding route on every node.
+pub const FORWARD_PATH: &str = "/raft/forward";
+/// The path where a node says who it is.
+pub const HELLO_PATH: &str = "/raft/hello";
+
+/// The largest forwarded body accepted: the largest request a node proposes
+/// (`MAX_REQUEST_BYTES`) with room for the `Forwarded` envelope. A larger entry in the log could
+/// make `AppendEntries` grow past what peers accept.
+pub const MAX_FORWARD_BYTES: usize = raft::codec::MAX_REQUEST_BYTES + 1024;
+
+/// An operation a node sends to the leader over `/raft/forward`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Forwarded {
+    Write(raft::Request),
+    AddLearner {
+        node_id: NodeId,
+        addr: String,
+        /// The joiner's disk incarnation; 0 when an operator adds it (the leader asks the node).
+        incarnation: u64,
+    },
+    PromoteVoter {
+        node_id: NodeId,
+    },
+    RemoveMember {
+        node_id: NodeId,
+    },
+    /// Confirm leadership and answer the index a linearizable read must wait for.
+    ReadIndex,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardedReply {
+    Written(raft::Response),
+    Done,
+    ReadIndex(Option<u64>),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ForwardError {
+    /// The receiving node is not the leader: ask again elsewhere.
+    NotLeader,
+    Failed(Error),
+}
+
+/// What a node says about itself on `POST /raft/hello`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub node_id: NodeId,
+    pub incarnation: u64,
+    /// 0 until the cluster ID is committed.
+    pub cluster_id: u64,
+    /// Whether this node has a membership (openraft's "initialized" also counts a vote it cast).
+    pub initialized: bool,
+    /// The latest membership this node knows, with every member's address and incarnation.
+    pub members: std::collections::BTreeMap<NodeId, Node>,
+}
+
+/// Why a `hello` got no usable answer.
+#[derive(Debug)]
+pub enum HelloError {
+    /// The node at the address refused this node's identity, or answered as someone else.
+    Refused(String),
+    /// Nothing answered in time (or something else went wrong on the way).
+    Unanswered(String),
+}
+
+/// What one forward answers: the leader's reply, or why no reply came back ([`PostError`] says
+/// whether the operation may have reached the peer).
+pub type ForwardResult = Result<Result<ForwardedReply, ForwardError>, PostError>;
+
+/// A boxed future, so [`Peers`] can be used as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How this node reaches its peers outside Raft's own RPCs.
+pub trait Peers: Send + Sync + 'static {
+    /// Sends `op` to node `to` (reached at `node`), bounded by `timeout`. Nothing is retried:
+    /// only the caller knows whether sending `op` again is safe.
+    fn forward<'a>(
+        &'a self,
+        to: NodeId,
+        node: &'a Node,
+        op: &'a Forwarded,
+        timeout: Duration,
+    ) -> BoxFuture<'a, ForwardResult>;
+
+    /// Node `to`'s wall clock (Unix ms), or `None` when it does not answer within `timeout`.
+    fn clock<'a>(&'a self, to: NodeId, node: &'a Node, timeout: Duration) -> BoxFuture<'a, Option<u64>>;
+
+    /// Asks the node at `addr` who it is. `expected` is the member that should answer there and
+    /// the incarnation this node records for it, checked by the receiver as with any message.
+    fn hello<'a>(
+        &'a self,
+        addr: &'a str,
+        expected: Option<(NodeId, u64)>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Hello, HelloError>>;
+}
+
+/// [`Peers`] over HTTP: bincode to `/raft/forward` and `/raft/hello` with this node's identity
+/// headers (checked on both sides), JSON from `/v1/clock`, on the process's one pooled
+/// `reqwest::Client`, with the cluster secret when there is one.
+pub struct HttpPeers {
+    http: reqwest::Client,
+    secret: Option<Arc<str>>,
+    identity: Arc<IdentityCheck>,
+}
+
+impl HttpPeers {
+    pub fn new(http: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> HttpPeers {
+        HttpPeers { http, secret, identity }
+    }
+}
+
+impl Peers for HttpPeers {
+    fn forward<'a>(
+        &'a self,
+        to: NodeId,
+        node: &'a Node,
+        op: &'a Forwarded,
+        timeout: Duration,
+    ) -> BoxFuture<'a, ForwardResult> {
+        Box::pin(async move {
+            let url = format!("http://{}{FORWARD_PATH}", node.addr);
+            let sender = Sender { identity: &self.identity, target: Some((to, node.incarnation)) };
+            raft::network::post_bincode_as(&self.http, &url, self.secret.as_deref(), sender, op, timeout).await
+        })
+    }
+
+    fn hello<'a>(
+        &'a self,
+        addr: &'a str,
+        expected: Option<(NodeId, u64)>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Hello, HelloError>> {
+        Box::pin(async move {
+            let url = format!("http://{addr}{HELLO_PATH}");
+            let sender = Sender { identity: &self.identity, target: expected };
+            match raft::network::post_bincode_as(&self.http, &url, self.secret.as_deref(), sender, &(), timeout).await {
+                Ok(hello) => Ok(hello),
+                Err(PostError::Refused(reason)) => Err(HelloError::Refused(reason)),
+                Err(e) => Err(HelloError::Unanswered(e.to_string())),
+            }
+        })
+    }
+
+    fn clock<'a>(&'a self, _to: NodeId, node: &'a Node, timeout: Duration) -> BoxFuture<'a, Option<u64>> {
+        #[derive(Deserialize)]
+        struct Clock {
+            now_ms: u64,
+        }
+        Box::pin(async move {
+            let url = format!("http://{}/v1/clock", node.addr);
+            let response = self.http.get(url).timeout(timeout).send().await.ok()?;
+            let clock: Clock = response.json().await.ok()?;
+            Some(clock.now_ms)
+        })
+    }
+}
+
+/// `POST /raft/forward` and `POST /raft/hello`, answering with the local `cluster`: the
+/// receiving end of [`HttpPeers`]. The caller wraps them in the node's authentication and
+/// identity check.
+pub fn routes(cluster: Arc<Cluster>) -> Router {
+    Router::new()
+        .route(FORWARD_PATH, post(receive).layer(DefaultBodyLimit::max(MAX_FORWARD_BYTES)))
+        .route(HELLO_PATH, post(hello))
+        .with_state(cluster)
+}
+
+/// `POST /raft/hello` (empty body): this node's identity, cluster ID, whether it has a Raft
+/// state, and the members it knows, bincode-encoded.
+async fn hello(State(cluster): State<Arc<Cluster>>) -> Response {
+    match raft::codec::encode(&cluster.hello_answer()) {
+        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode hello: {e}")).into_response(),
+    }
+}
+
+async fn receive(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
+    let op: Forwarded = match raft::codec::decode(&body) {
+        Ok(op) => op,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response(),
+    };
+    if let Forwarded::AddLearner { addr, .. } = &op {
+        if let Err(e) = check_addr(addr) {
+            return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response();
+        }
+    }
+    let reply: Result<ForwardedReply, ForwardError> = cluster.execute_forwarded(op).await;
+    match raft::codec::encode(&reply) {
+        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode reply: {e}")).into_response(),
+    }
+}
+
+/// A member address: `HOST:PORT`, at most `raft::codec::MAX_ADDR_LEN` bytes (it travels in every
+/// membership entry and snapshot).
+pub fn check_addr(addr: &str) -> Result<(), Error> {
+    let valid = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if !valid {
+        return Err(Error::invalid(format!("addr '{}' is not HOST:PORT", addr.escape_debug())));
+    }
+    if addr.len() > raft::codec::MAX_ADDR_LEN {
+        return Err(Error::invalid(format!("addr is longer than {} bytes", raft::codec::MAX_ADDR_LEN)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_addresses_are_host_port_of_bounded_length() {
+        let longest = format!("{}:65535", "h".repeat(raft::codec::MAX_ADDR_LEN - 6));
+        for ok in ["127.0.0.1:8080", "[::1]:9000", "node-1.example.com:1", longest.as_str()] {
+            assert!(check_addr(ok).is_ok(), "{ok}");
+        }
+        let too_long = format!("h{longest}");
+        for bad in ["", ":80", "host", "host:", "host:65536", "host:x", too_long.as_str()] {
+            assert!(check_addr(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! Unit tests of configuration resolution: defaults, layers, validation.
+
+use super::*;
+
+fn layers(f: impl FnOnce(&mut Settings)) -> Settings {
+    let mut layers = Settings::default();
+    f(&mut layers);
+    layers
+}
+
+#[test]
+fn embedded_default() {
+    let config = Config::resolve(Settings::default()).unwrap();
+    assert_eq!(config.node_id, 1);
+    assert_eq!(config.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(config.advertise, "127.0.0.1:8080");
+    assert_eq!(config.bootstrap, Bootstrap::Single);
+    assert!(config.fsync);
+    let raft_config = config.raft_config().unwrap();
+    assert_eq!(raft_config.snapshot_max_chunk_size, raft::codec::SNAPSHOT_CHUNK_BYTES);
+    assert_eq!(raft_config.max_payload_entries, raft::codec::MAX_PAYLOAD_ENTRIES);
+}
+
+#[test]
+fn initial_cluster_gives_advertise_and_must_list_self() {
+    let config = Config::resolve(layers(|l| {
+        l.node_id = Some(2);
+        l.listen = Some("127.0.0.1:9002".into());
+        l.initial_cluster = Some("1=127.0.0.1:9001, 2=127.0.0.1:9002".into());
+    }))
+    .unwrap();
+    assert_eq!(config.advertise, "127.0.0.1:9002");
+    let err = Config::resolve(layers(|l| {
+        l.node_id = Some(3);
+        l.initial_cluster = Some("1=127.0.0.1:9001".into());
+    }))
+    .unwrap_err();
+    assert!(err.contains("does not list this node"), "{err}");
+    for bad in ["1", "x=a:1", "1=a:1,1=b:2", "1=nohost", ""] {
+        assert!(parse_initial_cluster(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn non_loopback_needs_secret_or_insecure() {
+    let public = |l: &mut Settings| {
+        l.listen = Some("0.0.0.0:8080".into());
+        l.advertise = Some("10.0.0.1:8080".into());
+    };
+    assert!(Config::resolve(layers(public)).unwrap_err().contains("--secret"));
+    assert!(Config::resolve(layers(|l| {
+        public(l);
+        l.secret = Some("s".into());
+    }))
+    .is_ok());
+    assert!(Config::resolve(layers(|l| {
+        public(l);
+        l.insecure = Some(true);
+    }))
+    .is_ok());
+}
+
+#[test]
+fn higher_layer_wins() {
+    let flags = layers(|l| l.node_id = Some(3));
+    let file = layers(|l| {
+        l.node_id = Some(9);
+        l.data_dir = Some("/x".into());
+    });
+    let merged = flags.over(file);
+    assert_eq!(merged.node_id, Some(3));
+    assert_eq!(merged.data_dir, Some(PathBuf::from("/x")));
+}
+
+#[test]
+fn snowflake_layout_is_validated() {
+    let config = Config::resolve(Settings::default()).unwrap();
+    assert_eq!(config.snowflake.layout, SnowflakeLayout::LEAF);
+    let err = Config::resolve(layers(|l| l.snowflake_worker_bits = Some(12))).unwrap_err();
+    assert!(err.contains("63"), "{err}");
+    let ok = Config::resolve(layers(|l| {
+        l.snowflake_worker_bits = Some(8);
+        l.snowflake_sequence_bits = Some(14);
+    }));
+    assert!(ok.is_ok());
+    assert!(Config::resolve(layers(|l| l.worker_lease_ms = Some(5_000))).is_err());
+}
+
+#[test]
+fn file_rejects_unknown_keys() {
+    assert!(toml::from_str::<Settings>("node_id = 2\nbogus = 1").is_err());
+    assert_eq!(toml::from_str::<Settings>("node_id = 2").unwrap().node_id, Some(2));
+}

@@ -1,0 +1,157 @@
+//! The safety margin of `leafraft recover`, pure: from the old cluster's state as a copy shows it,
+//! the state a new cluster may start from without handing out an ID the old one did.
+//!
+//! What the old cluster handed out that the copy does not show is unbounded in count but bounded
+//! in rate and time:
+//! - **Segments.** A tag's `max_id` rises only through committed claims (and operator raises, see
+//!   docs/operations.md), each by at most `MAX_STEP`. If the old cluster commits at most
+//!   `claims_per_sec` claims per second, a tag's `max_id` rises by at most `claims_per_sec ×
+//!   MAX_STEP` IDs per second after the copy. Every tag is raised by that rate times the time since
+//!   the copy (plus `margin_ms` for the clocks of the two machines differing, plus `margin_ids`).
+//!   A tag that would pass `MAX_ID_LIMIT` becomes exhausted; nothing wraps.
+//! - **Snowflake.** A window is committed at most `MAX_WINDOW_MS` past its proposer's clock, and the
+//!   old cluster proposes nothing after the recovery starts. Every worker ID's next holding starts
+//!   above `max(every window end, the registry's floor, recover time) + MAX_WINDOW_MS + the lease +
+//!   margin_ms + 2 × (recover − copy)`. The first terms cover what the copy shows, extensions it
+//!   missed and a takeover's window. The last covers a cluster that already ran from the same copy
+//!   (a backup restored twice): its holdings start at its own floor, ahead of the clock, and move
+//!   up a millisecond per `2^sequence_bits` IDs a worker issues, i.e. at most one millisecond per
+//!   millisecond at the layout's full rate; twice the time since the copy leaves room for twice that.
+
+use std::collections::BTreeMap;
+
+use raft::snowflake::MAX_WINDOW_MS;
+use raft::tag::MAX_ID_LIMIT;
+use raft::tag::MAX_STEP;
+use raft::Request;
+use raft::SnowflakeLayout;
+use raft::SnowflakeRegistry;
+use raft::TagRecord;
+
+/// The rate bound's default: claims the old cluster could commit per second. About 16 times the
+/// peak measured here (`leafraft bench claims`: 6,017/s with 16 claimers on 2 cores, docs/benchmarks.md).
+pub const DEFAULT_CLAIMS_PER_SEC: u64 = 100_000;
+
+/// The default allowance for the old cluster's clocks running ahead of this machine's.
+pub const DEFAULT_MARGIN_MS: u64 = 60_000;
+
+/// The default worker lease (`serve --worker-lease-ms`).
+pub const DEFAULT_WORKER_LEASE_MS: u64 = 60_000;
+
+/// What the operator can tune (`leafraft recover --margin ... --claims-per-sec ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarginOptions {
+    /// IDs added to every tag on top of the rate bound.
+    pub margin_ids: u64,
+    /// The most claims the old cluster could commit per second.
+    pub claims_per_sec: u64,
+    /// Added to the time since the copy and to the snowflake floor: how far the old cluster's
+    /// clocks may have been ahead of this machine's.
+    pub margin_ms: u64,
+    /// The longest worker lease the old cluster ran with.
+    pub worker_lease_ms: u64,
+}
+
+impl Default for MarginOptions {
+    fn default() -> Self {
+        MarginOptions {
+            margin_ids: 0,
+            claims_per_sec: DEFAULT_CLAIMS_PER_SEC,
+            margin_ms: DEFAULT_MARGIN_MS,
+            worker_lease_ms: DEFAULT_WORKER_LEASE_MS,
+        }
+    }
+}
+
+/// The replicated state a recovery starts from (a survivor's, or a backup's).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OldState {
+    pub tags: BTreeMap<String, TagRecord>,
+    pub snowflake: SnowflakeRegistry,
+}
+
+/// What the new cluster starts with: the content of its one `Restore` command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Raised {
+    pub tags: BTreeMap<String, TagRecord>,
+    pub layout: Option<SnowflakeLayout>,
+    pub snowflake_floor_ms: u64,
+    /// How many IDs every tag was raised by (before clamping at the limit).
+    pub margin_ids: u128,
+}
+
+impl Raised {
+    pub fn request(&self) -> Request {
+        Request::Restore { tags: self.tags.clone(), layout: self.layout, snowflake_floor_ms: self.snowflake_floor_ms }
+    }
+
+    /// Tags the margin left without IDs (their `max_id` is at the limit).
+    pub fn exhausted(&self) -> impl Iterator<Item = &str> {
+        self.tags.iter().filter(|(_, record)| record.max_id >= MAX_ID_LIMIT).map(|(name, _)| name.as_str())
+    }
+}
+
+/// The latest wall clock the state has applied a command with (Unix ms), if any: a time at which
+/// the copy was complete, since every command it holds was proposed by then.
+pub fn latest_time_ms(tags: &BTreeMap<String, TagRecord>, snowflake: &SnowflakeRegistry) -> Option<u64> {
+    let tags = tags.values().flat_map(|record| [record.created_at_ms, record.updated_at_ms]);
+    let workers = snowflake.workers.values().map(|lease| lease.last_extend_ms);
+    tags.chain(workers).filter(|&ms| ms > 0).max()
+}
+
+/// How many IDs a tag can have handed out that the copy does not show: `margin_ids + claims_per_sec
+/// × MAX_STEP × (recover − copy + margin_ms) / 1000`, rounded up, in 128 bits (`u128::MAX` when
+/// even that overflows).
+pub fn id_margin(copy_time_ms: u64, recover_time_ms: u64, options: &MarginOptions) -> u128 {
+    let elapsed_ms = u128::from(recover_time_ms.saturating_sub(copy_time_ms)) + u128::from(options.margin_ms);
+    u128::from(options.claims_per_sec)
+        .checked_mul(u128::from(MAX_STEP))
+        .and_then(|per_sec| per_sec.checked_mul(elapsed_ms))
+        .map(|ids| ids.div_ceil(1000))
+        .and_then(|ids| ids.checked_add(u128::from(options.margin_ids)))
+        .unwrap_or(u128::MAX)
+}
+
+/// The first millisecond any holding may use in the new cluster.
+pub fn snowflake_floor_ms(
+    old: &SnowflakeRegistry,
+    copy_time_ms: u64,
+    recover_time_ms: u64,
+    options: &MarginOptions,
+) -> u64 {
+    let latest_window = old.workers.values().map(|lease| lease.window_end_ms).max().unwrap_or(0);
+    let since_copy = recover_time_ms.saturating_sub(copy_time_ms);
+    latest_window
+        .max(old.floor_ms)
+        .max(recover_time_ms)
+        .saturating_add(MAX_WINDOW_MS)
+        .saturating_add(options.worker_lease_ms)
+        .saturating_add(options.margin_ms)
+        .saturating_add(since_copy.saturating_mul(2))
+        .saturating_add(1)
+}
+
+/// The state the new cluster starts from, recovered at `recover_time_ms` from a copy complete at
+/// `copy_time_ms` (both Unix ms).
+pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &MarginOptions) -> Raised {
+    let margin_ids = id_margin(copy_time_ms, recover_time_ms, options);
+    let tags = old
+        .tags
+        .iter()
+        .map(|(name, record)| {
+            let raised = u128::from(record.max_id).saturating_add(margin_ids).min(u128::from(MAX_ID_LIMIT));
+            // `raised` is at most MAX_ID_LIMIT, so it fits; a tag at the limit is exhausted.
+            let max_id = u64::try_from(raised).unwrap_or(MAX_ID_LIMIT).max(record.max_id);
+            (name.clone(), TagRecord { max_id, ..record.clone() })
+        })
+        .collect();
+    Raised {
+        tags,
+        layout: old.snowflake.layout,
+        snowflake_floor_ms: snowflake_floor_ms(&old.snowflake, copy_time_ms, recover_time_ms, options),
+        margin_ids,
+    }
+}
+
+#[cfg(test)]
+mod tests;

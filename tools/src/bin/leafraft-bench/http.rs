@@ -1,0 +1,332 @@
+//! `leafraft bench http`: a small HTTP load generator. Each worker owns one keep-alive
+//! connection and sends requests back to back (or on a schedule, with `rate`), recording latency
+//! in an HDR histogram; every ID in the answers is collected, and the report says whether any was
+//! returned twice.
+//!
+//! With a `rate`, workers pace their sends on a schedule. Latency is measured from the actual
+//! send: tokio's timers have millisecond granularity, so charging the scheduled time would
+//! measure the timer, not the server (the baseline shows the same ~1 ms then). Sends that leave
+//! more than 2 ms behind schedule are counted (`late_sends`), so a saturated server still shows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::http::Uri;
+use http_body_util::BodyExt;
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::report::new_histogram;
+use crate::report::Percentiles;
+
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub urls: Vec<String>,
+    pub concurrency: usize,
+    pub duration: Duration,
+    /// Total requests per second over all workers; `None` sends as fast as answers come.
+    pub rate: Option<f64>,
+    /// Collect every returned ID and check that none repeats.
+    pub check_unique: bool,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct HttpReport {
+    pub requests: u64,
+    pub ok: u64,
+    pub errors_by_status: BTreeMap<u16, u64>,
+    pub transport_errors: u64,
+    pub elapsed_secs: f64,
+    pub requests_per_sec: f64,
+    pub ids: u64,
+    pub ids_per_sec: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub over_5ms: u64,
+    /// With a rate: sends more than 2 ms behind their schedule.
+    pub late_sends: u64,
+    /// `None` when not checked.
+    pub duplicates: Option<u64>,
+}
+
+/// IDs seen, as sorted-later runs `[start, end)` per sequence (a tag, or snowflake).
+type Seen = BTreeMap<String, Vec<(u64, u64)>>;
+
+struct Target {
+    addr: String,
+    host: String,
+    path: String,
+    sequence: String,
+}
+
+fn parse_target(url: &str) -> Result<Target, String> {
+    let uri: Uri = url.parse().map_err(|e| format!("bad URL '{url}': {e}"))?;
+    let authority = uri.authority().ok_or_else(|| format!("URL '{url}' has no host"))?;
+    let port = authority.port_u16().unwrap_or(80);
+    let path = uri.path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
+    let route = uri.path();
+    let sequence = if let Some(tag) = route.strip_prefix("/api/segment/get/") {
+        format!("segment:{tag}")
+    } else if let Some(rest) = route.strip_prefix("/v1/segment/") {
+        format!("segment:{}", rest.trim_end_matches("/ranges"))
+    } else if route.contains("snowflake") {
+        "snowflake".to_string()
+    } else {
+        route.to_string()
+    };
+    Ok(Target { addr: format!("{}:{port}", authority.host()), host: authority.to_string(), path, sequence })
+}
+
+pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
+    if options.urls.is_empty() || options.concurrency == 0 {
+        return Err("need at least one URL and a concurrency above 0".into());
+    }
+    let targets: Vec<Target> = options.urls.iter().map(|url| parse_target(url)).collect::<Result<_, _>>()?;
+    let interval = options.rate.map(|rate| Duration::from_secs_f64(options.concurrency as f64 / rate.max(0.001)));
+    let start = Instant::now();
+    let deadline = start + options.duration;
+    let mut workers = tokio::task::JoinSet::new();
+    for i in 0..options.concurrency {
+        let target = &targets[i % targets.len()];
+        let (addr, host, path, sequence) =
+            (target.addr.clone(), target.host.clone(), target.path.clone(), target.sequence.clone());
+        let check = options.check_unique;
+        // Stagger scheduled workers so their sends spread over the interval.
+        let first = interval.map_or(start, |iv| start + iv.mul_f64(i as f64 / options.concurrency as f64));
+        workers.spawn(async move { worker(addr, host, path, sequence, check, first, interval, deadline).await });
+    }
+    let mut report = HttpReport::default();
+    let mut histogram = new_histogram();
+    let mut seen = Seen::new();
+    while let Some(res) = workers.join_next().await {
+        let worker = res.map_err(|e| format!("a worker failed: {e}"))?;
+        report.requests += worker.requests;
+        report.ok += worker.ok;
+        report.transport_errors += worker.transport_errors;
+        report.late_sends += worker.late_sends;
+        report.ids += worker.ids;
+        for (status, n) in worker.errors_by_status {
+            *report.errors_by_status.entry(status).or_default() += n;
+        }
+        let _ = histogram.add(&worker.histogram);
+        for (sequence, runs) in worker.seen {
+            seen.entry(sequence).or_default().extend(runs);
+        }
+    }
+    report.elapsed_secs = start.elapsed().as_secs_f64().min(options.duration.as_secs_f64()).max(1e-9);
+    report.requests_per_sec = report.ok as f64 / report.elapsed_secs;
+    report.ids_per_sec = report.ids as f64 / report.elapsed_secs;
+    let p = Percentiles::of(&histogram);
+    (report.p50_us, report.p99_us, report.p999_us, report.max_us) = (p.p50, p.p99, p.p999, p.max);
+    report.over_5ms = histogram.count_between(5_001, u64::MAX);
+    report.duplicates = options.check_unique.then(|| count_duplicates(&mut seen));
+    Ok(report)
+}
+
+struct WorkerReport {
+    requests: u64,
+    ok: u64,
+    transport_errors: u64,
+    late_sends: u64,
+    ids: u64,
+    errors_by_status: BTreeMap<u16, u64>,
+    histogram: hdrhistogram::Histogram<u64>,
+    seen: Seen,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn worker(
+    addr: String,
+    host: String,
+    path: String,
+    sequence: String,
+    check: bool,
+    first: Instant,
+    interval: Option<Duration>,
+    deadline: Instant,
+) -> WorkerReport {
+    let mut report = WorkerReport {
+        requests: 0,
+        ok: 0,
+        transport_errors: 0,
+        late_sends: 0,
+        ids: 0,
+        errors_by_status: BTreeMap::new(),
+        histogram: new_histogram(),
+        seen: Seen::new(),
+    };
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut sender = None;
+    let mut next_send = first;
+    while Instant::now() < deadline {
+        if let Some(interval) = interval {
+            tokio::time::sleep_until(next_send).await;
+            if next_send.elapsed() > Duration::from_millis(2) {
+                report.late_sends += 1;
+            }
+            next_send += interval;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        if sender.is_none() {
+            sender = connect(&addr).await;
+            if sender.is_none() {
+                report.transport_errors += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        }
+        let Some(conn) = sender.as_mut() else { continue };
+        let request = match hyper::Request::get(path.as_str()).header("host", host.as_str()).body(Empty::<Bytes>::new())
+        {
+            Ok(request) => request,
+            Err(_) => break,
+        };
+        report.requests += 1;
+        let sent = Instant::now();
+        let answer = async {
+            let response = conn.send_request(request).await.ok()?;
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, body))
+        }
+        .await;
+        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX).max(1);
+        report.histogram.saturating_record(micros);
+        match answer {
+            Some((200, body)) => {
+                report.ok += 1;
+                let before = runs.len();
+                report.ids += parse_ids(&body, &mut runs);
+                if !check {
+                    runs.truncate(before);
+                }
+            }
+            Some((status, _)) => *report.errors_by_status.entry(status).or_default() += 1,
+            None => {
+                report.transport_errors += 1;
+                sender = None;
+            }
+        }
+    }
+    report.seen.insert(sequence, runs);
+    report
+}
+
+async fn connect(addr: &str) -> Option<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> {
+    let stream = TcpStream::connect(addr).await.ok()?;
+    let _ = stream.set_nodelay(true);
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
+    tokio::spawn(connection);
+    Some(sender)
+}
+
+/// Collects the IDs of one answer as runs: a bare decimal (Leaf's paths), `"ids":["1",...]`, or
+/// `"ranges":[{"start":"1","end":"5"}]`. Answers the number of IDs.
+pub fn parse_ids(body: &[u8], runs: &mut Vec<(u64, u64)>) -> u64 {
+    let push = |runs: &mut Vec<(u64, u64)>, start: u64, end: u64| match runs.last_mut() {
+        Some(last) if last.1 == start => last.1 = end,
+        _ => runs.push((start, end)),
+    };
+    if let Ok(text) = std::str::from_utf8(body) {
+        if let Ok(id) = text.trim().parse::<u64>() {
+            push(runs, id, id + 1);
+            return 1;
+        }
+    }
+    // Scan only the list: a tag name may itself be all digits.
+    let (list, is_ranges) = match (find(body, b"\"ranges\""), find(body, b"\"ids\"")) {
+        (Some(at), _) => (&body[at..], true),
+        (None, Some(at)) => (&body[at..], false),
+        (None, None) => return 0,
+    };
+    let numbers = quoted_numbers(list);
+    if is_ranges {
+        let mut n = 0;
+        for pair in numbers.chunks_exact(2) {
+            if pair[0] < pair[1] {
+                push(runs, pair[0], pair[1]);
+                n += pair[1] - pair[0];
+            }
+        }
+        return n;
+    }
+    for &id in &numbers {
+        push(runs, id, id + 1);
+    }
+    numbers.len() as u64
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|window| window == needle)
+}
+
+/// Every `"<digits>"` in the body, in order.
+fn quoted_numbers(body: &[u8]) -> Vec<u64> {
+    let mut numbers = Vec::new();
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] == b'"' {
+            let mut j = i + 1;
+            let mut value: u64 = 0;
+            let mut digits = 0;
+            while j < body.len() && body[j].is_ascii_digit() {
+                value = value.saturating_mul(10).saturating_add(u64::from(body[j] - b'0'));
+                digits += 1;
+                j += 1;
+            }
+            if digits > 0 && j < body.len() && body[j] == b'"' {
+                numbers.push(value);
+                i = j + 1;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    numbers
+}
+
+/// Sorts each sequence's runs and counts IDs covered twice.
+fn count_duplicates(seen: &mut Seen) -> u64 {
+    let mut duplicates = 0;
+    for runs in seen.values_mut() {
+        runs.sort_unstable();
+        let mut covered_to = 0u64;
+        for &(start, end) in runs.iter() {
+            if start < covered_to {
+                duplicates += covered_to.min(end) - start;
+            }
+            covered_to = covered_to.max(end);
+        }
+    }
+    duplicates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_answer_shape() {
+        let mut runs = Vec::new();
+        assert_eq!(parse_ids(b"42", &mut runs), 1);
+        assert_eq!(parse_ids(br#"{"tag":"t","ids":["43","44","46"]}"#, &mut runs), 3);
+        assert_eq!(parse_ids(br#"{"tag":"t","ranges":[{"start":"100","end":"110"}]}"#, &mut runs), 10);
+        assert_eq!(parse_ids(br#"{"tag":"77","ids":["50"]}"#, &mut runs), 1);
+        assert_eq!(runs, vec![(42, 45), (46, 47), (100, 110), (50, 51)]);
+    }
+
+    #[test]
+    fn counts_duplicates_across_workers() {
+        let mut seen = Seen::new();
+        seen.insert("segment:t".into(), vec![(1, 10), (20, 30), (5, 12), (29, 30)]);
+        seen.insert("segment:u".into(), vec![(1, 10)]);
+        assert_eq!(count_duplicates(&mut seen), 5 + 1);
+    }
+}

@@ -1,0 +1,171 @@
+//! `leafraft-bench` (also reached as `leafraft bench`): load generators and the baselines they are
+//! compared with, kept out of the service build. `claims` measures Raft-committed segment claims
+//! on a local cluster started in this process; `http` is a keep-alive HTTP load generator with a
+//! latency histogram and a duplicate check; `etcd-claims` and `counter-server` are the baselines
+//! `scripts/bench-claims.sh` and `scripts/bench.sh` measure in the same run.
+
+mod claims;
+mod etcd;
+mod http;
+mod report;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::ArgAction;
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(name = "leafraft bench", version, about = "Load generators and baselines for leafraft")]
+enum BenchCommand {
+    /// Raft-committed segment claims per second and their latency on a local in-process cluster.
+    Claims {
+        /// Cluster size.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// Concurrent claimers, one run per value.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        concurrency: Vec<usize>,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 5)]
+        duration_secs: u64,
+        /// fdatasync every log write (as in production).
+        #[arg(long, default_value_t = true, action = ArgAction::Set)]
+        fsync: bool,
+    },
+    /// HTTP load: keep-alive connections, fixed duration, latency histogram, duplicate check.
+    Http {
+        /// Target URLs (comma separated); workers are spread over them.
+        #[arg(long = "url", value_delimiter = ',', required = true)]
+        urls: Vec<String>,
+        /// Concurrent connections.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 10)]
+        duration_secs: u64,
+        /// Total requests per second (default: as fast as possible).
+        #[arg(long)]
+        rate: Option<f64>,
+        /// Skip collecting IDs for the duplicate check.
+        #[arg(long)]
+        no_check: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The claims baseline: the same claim as a compare-and-swap transaction on etcd.
+    EtcdClaims {
+        /// etcd client URLs (comma separated), e.g. http://127.0.0.1:2379.
+        #[arg(long = "endpoint", value_delimiter = ',', required = true)]
+        endpoints: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value_t = 5)]
+        duration_secs: u64,
+    },
+    /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
+    /// compares leafraft against.
+    CounterServer {
+        #[arg(long, default_value = "127.0.0.1:8099")]
+        listen: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let command = BenchCommand::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(async {
+        match command {
+            BenchCommand::Claims { nodes, concurrency, duration_secs, fsync } => {
+                claims(nodes, concurrency, duration_secs, fsync).await
+            }
+            BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, json } => {
+                let options = http::HttpOptions {
+                    urls,
+                    concurrency,
+                    duration: Duration::from_secs(duration_secs),
+                    rate,
+                    check_unique: !no_check,
+                };
+                http_load(&options, json).await
+            }
+            BenchCommand::EtcdClaims { endpoints, concurrency, duration_secs } => {
+                etcd_claims(endpoints, concurrency, duration_secs).await
+            }
+            BenchCommand::CounterServer { listen } => report::counter_server(&listen).await.map(|()| ExitCode::SUCCESS),
+        }
+    });
+    result.unwrap_or_else(fail)
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {message}");
+    ExitCode::FAILURE
+}
+
+const CLAIMS_HEADER: [&str; 7] = ["claimers", "claims", "claims/s", "errors", "p50 µs", "p99 µs", "max µs"];
+
+fn claims_row(r: &claims::ClaimsResult) -> String {
+    format!(
+        "{:>11} {:>9} {:>10.0} {:>7} {:>9} {:>9} {:>9}",
+        r.concurrency, r.claims, r.claims_per_sec, r.errors, r.latency_us.p50, r.latency_us.p99, r.latency_us.max
+    )
+}
+
+fn claims_header() -> String {
+    let [a, b, c, d, e, f, g] = CLAIMS_HEADER;
+    format!("{a:>11} {b:>9} {c:>10} {d:>7} {e:>9} {f:>9} {g:>9}")
+}
+
+async fn claims(nodes: usize, concurrency: Vec<usize>, duration_secs: u64, fsync: bool) -> Result<ExitCode, String> {
+    if nodes == 0 || concurrency.contains(&0) {
+        eprintln!("error: --nodes and --concurrency must be above 0");
+        return Ok(ExitCode::from(2));
+    }
+    let options =
+        claims::ClaimsOptions { nodes, concurrency, duration: Duration::from_secs(duration_secs), fsync, step: 1000 };
+    println!("claims on a {nodes}-node in-process cluster, loopback HTTP, fsync={fsync}, {duration_secs} s per run");
+    println!("{}", claims_header());
+    for r in claims::run(&options).await? {
+        println!("{}", claims_row(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn etcd_claims(endpoints: Vec<String>, concurrency: Vec<usize>, duration_secs: u64) -> Result<ExitCode, String> {
+    let options =
+        etcd::EtcdOptions { endpoints, concurrency, duration: Duration::from_secs(duration_secs), step: 1000 };
+    println!("the same claim as a compare-and-swap transaction on etcd, {duration_secs} s per run");
+    println!("{} {:>10}", claims_header(), "conflicts");
+    for (r, conflicts) in etcd::run(&options).await? {
+        println!("{} {conflicts:>10}", claims_row(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn http_load(options: &http::HttpOptions, json: bool) -> Result<ExitCode, String> {
+    let r = http::run(options).await?;
+    if json {
+        let text = serde_json::to_string_pretty(&r).map_err(|e| format!("cannot encode the report: {e}"))?;
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} ok of {} requests in {:.1} s: {:.0} req/s, {:.0} IDs/s",
+        r.ok, r.requests, r.elapsed_secs, r.requests_per_sec, r.ids_per_sec
+    );
+    println!(
+        "latency µs: p50 {} p99 {} p99.9 {} max {}; over 5 ms: {}",
+        r.p50_us, r.p99_us, r.p999_us, r.max_us, r.over_5ms
+    );
+    println!("errors by status: {:?}; transport errors: {}", r.errors_by_status, r.transport_errors);
+    match r.duplicates {
+        Some(0) => println!("duplicates: 0 (all {} IDs unique)", r.ids),
+        Some(n) => println!("DUPLICATES: {n}"),
+        None => println!("duplicates: not checked"),
+    }
+    Ok(if r.duplicates.unwrap_or(0) > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

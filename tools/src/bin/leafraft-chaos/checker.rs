@@ -1,0 +1,669 @@
+//! The checker: judges a [`History`] against SPEC §1 and §5. Pure: no I/O, no clock.
+//!
+//! Only acknowledged answers count as issued. A request that timed out or broke is "unknown": its
+//! IDs may exist, so no check ever treats it as "not issued" (none of the checks below needs to).
+//!
+//! Checks, each with the first few counterexamples:
+//! - `unique-segment-ids`: no segment ID of a tag was acknowledged twice (per tag, all endpoints).
+//! - `unique-snowflake-ids`: no snowflake ID was acknowledged twice (all nodes, all endpoints).
+//! - `segment-order`: per node incarnation and tag, a request answered before another was sent got
+//!   smaller IDs; inside one answer the IDs strictly increase.
+//! - `snowflake-order`: per worker, the same in real time, across holders too (a new holder starts
+//!   above the old window).
+//! - `worker-holders-disjoint`: no millisecond of a worker was used by two node incarnations.
+//! - `max-id-covers-served`: a consistent (through the leader) `max_id` read is above every ID of
+//!   the tag acknowledged before the read was sent (a committed claim is never lost, restarts and
+//!   leader changes included). Local reads may lag other nodes, so they are not held to this.
+//! - `max-id-monotonic`: per node and data directory, local `max_id` reads never go down, restarts
+//!   included, and
+//!   consistent reads never go down in real time, unless a node was stopped gracefully shortly
+//!   before (giving back an unserved tail is the one legal decrease).
+//! - `ids-in-range`: every ID is in 1..=2^63-1 and every answer parsed.
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+
+use leafraft::engine::snowflake::Layout;
+
+use crate::history::History;
+use crate::history::Incarnation;
+use crate::history::Op;
+use crate::history::Outcome;
+
+/// How long after a graceful stop a node may still apply the release it sent.
+const RELEASE_LAG_US: u64 = 60_000_000;
+
+/// How many counterexamples a check keeps.
+const EXAMPLES: usize = 5;
+
+/// One check's result.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    /// How many things the check looked at (IDs, requests or reads).
+    pub checked: u64,
+    pub violations: u64,
+    pub examples: Vec<String>,
+    /// What else is worth saying about what was checked.
+    pub note: String,
+}
+
+impl Check {
+    fn new(name: &'static str) -> Check {
+        Check { name, checked: 0, violations: 0, examples: Vec::new(), note: String::new() }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.violations == 0
+    }
+
+    /// A check decided outside the history (recovery deadlines); `failure` is its reason.
+    pub fn outside(name: &'static str, checked: u64, failures: Vec<String>) -> Check {
+        let mut check = Check::new(name);
+        check.checked = checked;
+        for failure in failures {
+            check.violation(|| failure);
+        }
+        check
+    }
+
+    fn violation(&mut self, describe: impl FnOnce() -> String) {
+        self.violations += 1;
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(describe());
+        }
+    }
+}
+
+/// Runs every check.
+pub fn check(history: &History, layout: &Layout) -> Vec<Check> {
+    vec![
+        unique_segment_ids(history),
+        unique_snowflake_ids(history),
+        segment_order(history),
+        snowflake_order(history, layout),
+        worker_holders_disjoint(history, layout),
+        max_id_covers_served(history),
+        max_id_monotonic(history),
+        ids_in_range(history),
+    ]
+}
+
+fn where_(op: &Op) -> String {
+    let who = op.incarnation.map(|inc| inc.to_string()).unwrap_or_else(|| format!("node {}", op.node));
+    format!("{} on {who} at {:.3}s..{:.3}s", op.endpoint.name(), secs(op.start_us), secs(op.end_us))
+}
+
+fn secs(us: u64) -> f64 {
+    us as f64 / 1e6
+}
+
+fn unique_segment_ids(history: &History) -> Check {
+    let mut check = Check::new("unique-segment-ids");
+    let mut by_tag: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        if let Outcome::Segment { tag, ranges } = &op.outcome {
+            let all = by_tag.entry(tag).or_default();
+            for &(start, end) in ranges {
+                check.checked += end.saturating_sub(start);
+                all.push((start, end, index));
+            }
+        }
+    }
+    for (tag, mut ranges) in by_tag {
+        ranges.sort_unstable();
+        // The range reaching furthest so far: any later start below its end overlaps it.
+        let mut furthest: Option<(u64, u64, usize)> = None;
+        for (start, end, index) in ranges {
+            if let Some((f_start, f_end, f_index)) = furthest {
+                if start < f_end {
+                    let overlap = (start, end.min(f_end));
+                    check.violation(|| {
+                        format!(
+                            "tag {tag}: IDs {}..{} handed out twice: [{f_start}, {f_end}) by {} and [{start}, {end}) by {}",
+                            overlap.0,
+                            overlap.1,
+                            where_(&history.ops[f_index]),
+                            where_(&history.ops[index])
+                        )
+                    });
+                }
+            }
+            if furthest.is_none_or(|(_, f_end, _)| end > f_end) {
+                furthest = Some((start, end, index));
+            }
+        }
+    }
+    check
+}
+
+fn unique_snowflake_ids(history: &History) -> Check {
+    let mut check = Check::new("unique-snowflake-ids");
+    let mut all: Vec<(u64, usize)> = Vec::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        if let Outcome::Snowflake(ids) = &op.outcome {
+            all.extend(ids.iter().map(|&id| (id, index)));
+        }
+    }
+    check.checked = all.len() as u64;
+    all.sort_unstable();
+    for pair in all.windows(2) {
+        if pair[0].0 == pair[1].0 {
+            check.violation(|| {
+                format!(
+                    "snowflake ID {} handed out twice: by {} and by {}",
+                    pair[0].0,
+                    where_(&history.ops[pair[0].1]),
+                    where_(&history.ops[pair[1].1])
+                )
+            });
+        }
+    }
+    check
+}
+
+/// A request's IDs within one sequence: its real-time interval and smallest and largest ID.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start_us: u64,
+    end_us: u64,
+    min: u64,
+    max: u64,
+    op: usize,
+}
+
+/// Every pair where `a` was answered before `b` was sent and yet `b` got an ID not above `a`'s
+/// largest: O(n log n), by sweeping `b` in send order over the answers completed before it.
+fn real_time_order(spans: &mut [Span], mut report: impl FnMut(&Span, &Span)) {
+    let mut by_end: Vec<Span> = spans.to_vec();
+    by_end.sort_unstable_by_key(|span| span.end_us);
+    spans.sort_unstable_by_key(|span| span.start_us);
+    let mut done = 0;
+    let mut highest: Option<Span> = None;
+    for b in spans.iter() {
+        while done < by_end.len() && by_end[done].end_us < b.start_us {
+            if highest.is_none_or(|h| by_end[done].max > h.max) {
+                highest = Some(by_end[done]);
+            }
+            done += 1;
+        }
+        if let Some(a) = highest {
+            if a.max >= b.min {
+                report(&a, b);
+            }
+        }
+    }
+}
+
+fn segment_order(history: &History) -> Check {
+    let mut check = Check::new("segment-order");
+    let mut groups: BTreeMap<(&str, Incarnation), Vec<Span>> = BTreeMap::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        let Outcome::Segment { tag, ranges } = &op.outcome else { continue };
+        check.checked += 1;
+        let increasing =
+            ranges.iter().all(|(start, end)| start < end) && ranges.windows(2).all(|pair| pair[0].1 <= pair[1].0);
+        if !increasing {
+            check.violation(|| format!("tag {tag}: answer not increasing: {ranges:?} from {}", where_(op)));
+            continue;
+        }
+        let (Some(first), Some(last), Some(incarnation)) = (ranges.first(), ranges.last(), op.incarnation) else {
+            continue;
+        };
+        let span =
+            Span { start_us: op.start_us, end_us: op.end_us, min: first.0, max: last.1.saturating_sub(1), op: index };
+        groups.entry((tag.as_str(), incarnation)).or_default().push(span);
+    }
+    for ((tag, _), mut spans) in groups {
+        real_time_order(&mut spans, |a, b| {
+            check.violation(|| {
+                format!(
+                    "tag {tag}: {} answered up to {} before {} was sent, which got {}",
+                    where_(&history.ops[a.op]),
+                    a.max,
+                    where_(&history.ops[b.op]),
+                    b.min
+                )
+            })
+        });
+    }
+    check
+}
+
+/// Per op and worker: the span of its IDs, plus its smallest and largest millisecond.
+fn snowflake_spans(history: &History, layout: &Layout) -> BTreeMap<u64, Vec<(Span, u64, u64)>> {
+    let mut by_worker: BTreeMap<u64, Vec<(Span, u64, u64)>> = BTreeMap::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        let Outcome::Snowflake(ids) = &op.outcome else { continue };
+        let mut per_worker: BTreeMap<u64, (Span, u64, u64)> = BTreeMap::new();
+        for &id in ids {
+            let parts = layout.decompose(id);
+            let entry = per_worker.entry(parts.worker).or_insert((
+                Span { start_us: op.start_us, end_us: op.end_us, min: id, max: id, op: index },
+                parts.timestamp_ms,
+                parts.timestamp_ms,
+            ));
+            entry.0.min = entry.0.min.min(id);
+            entry.0.max = entry.0.max.max(id);
+            entry.1 = entry.1.min(parts.timestamp_ms);
+            entry.2 = entry.2.max(parts.timestamp_ms);
+        }
+        for (worker, span) in per_worker {
+            by_worker.entry(worker).or_default().push(span);
+        }
+    }
+    by_worker
+}
+
+fn snowflake_order(history: &History, layout: &Layout) -> Check {
+    let mut check = Check::new("snowflake-order");
+    for op in &history.ops {
+        if let Outcome::Snowflake(ids) = &op.outcome {
+            check.checked += 1;
+            if !ids.windows(2).all(|pair| pair[0] < pair[1]) {
+                check.violation(|| format!("answer not increasing: {ids:?} from {}", where_(op)));
+            }
+        }
+    }
+    for (worker, spans) in snowflake_spans(history, layout) {
+        let mut spans: Vec<Span> = spans.into_iter().map(|(span, _, _)| span).collect();
+        real_time_order(&mut spans, |a, b| {
+            check.violation(|| {
+                format!(
+                    "worker {worker}: {} answered up to {} before {} was sent, which got {}",
+                    where_(&history.ops[a.op]),
+                    a.max,
+                    where_(&history.ops[b.op]),
+                    b.min
+                )
+            })
+        });
+    }
+    check
+}
+
+fn worker_holders_disjoint(history: &History, layout: &Layout) -> Check {
+    let mut check = Check::new("worker-holders-disjoint");
+    let by_worker = snowflake_spans(history, layout);
+    let holdings: std::collections::BTreeSet<(u64, Option<Incarnation>)> = by_worker
+        .iter()
+        .flat_map(|(worker, spans)| spans.iter().map(|(span, _, _)| (*worker, history.ops[span.op].incarnation)))
+        .collect();
+    check.note = format!("{} workers used by {} node incarnations in all", by_worker.len(), holdings.len());
+    for (worker, spans) in by_worker {
+        // (first ms, last ms, holder, op) sorted by first ms; two holders overlap when one starts
+        // at or before the furthest millisecond another has reached.
+        let mut intervals: Vec<(u64, u64, Option<Incarnation>, usize)> = spans
+            .iter()
+            .map(|(span, first, last)| (*first, *last, history.ops[span.op].incarnation, span.op))
+            .collect();
+        check.checked += intervals.len() as u64;
+        intervals.sort_unstable_by_key(|interval| (interval.0, interval.1));
+        // The furthest-reaching interval per holder, keeping the two furthest distinct holders.
+        let mut top: Vec<(u64, Option<Incarnation>, usize)> = Vec::new();
+        for (first, last, holder, op) in intervals {
+            if holder.is_none() {
+                continue;
+            }
+            if let Some(&(reach, _, other_op)) = top.iter().find(|(_, h, _)| *h != holder) {
+                if first <= reach {
+                    check.violation(|| {
+                        format!(
+                            "worker {worker}: millisecond {first} used by {} and by {} (up to {reach})",
+                            where_(&history.ops[op]),
+                            where_(&history.ops[other_op])
+                        )
+                    });
+                }
+            }
+            match top.iter_mut().find(|(_, h, _)| *h == holder) {
+                Some(entry) if last > entry.0 => *entry = (last, holder, op),
+                Some(_) => {}
+                None => top.push((last, holder, op)),
+            }
+            top.sort_unstable_by_key(|entry| std::cmp::Reverse(entry.0));
+            top.truncate(2);
+        }
+    }
+    check
+}
+
+fn max_id_covers_served(history: &History) -> Check {
+    let mut check = Check::new("max-id-covers-served");
+    // Per tag: (answered at, largest ID of the answer, op), by answer time.
+    let mut served: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        if let Outcome::Segment { tag, ranges } = &op.outcome {
+            if let Some(largest) = ranges.iter().map(|(_, end)| end.saturating_sub(1)).max() {
+                served.entry(tag).or_default().push((op.end_us, largest, index));
+            }
+        }
+    }
+    for answers in served.values_mut() {
+        answers.sort_unstable();
+    }
+    let mut reads: Vec<_> = history.max_id_reads.iter().filter(|read| read.consistent).collect();
+    reads.sort_unstable_by_key(|read| read.start_us);
+    // Per tag: how many answers the sweep has passed, and the largest ID among them with its op.
+    type Sweep = (usize, Option<(u64, usize)>);
+    let mut cursor: HashMap<&str, Sweep> = HashMap::new();
+    for read in reads {
+        check.checked += 1;
+        let Some(answers) = served.get(read.tag.as_str()) else { continue };
+        let (done, highest) = cursor.entry(read.tag.as_str()).or_insert((0, None));
+        while *done < answers.len() && answers[*done].0 < read.start_us {
+            let (_, largest, op) = answers[*done];
+            if highest.is_none_or(|(h, _)| largest > h) {
+                *highest = Some((largest, op));
+            }
+            *done += 1;
+        }
+        if let Some((largest, op)) = *highest {
+            if read.max_id <= largest {
+                check.violation(|| {
+                    format!(
+                        "tag {}: node {} read max_id {} at {:.3}s, but ID {largest} was served before by {}",
+                        read.tag,
+                        read.node,
+                        read.max_id,
+                        secs(read.start_us),
+                        where_(&history.ops[op])
+                    )
+                });
+            }
+        }
+    }
+    check
+}
+
+fn max_id_monotonic(history: &History) -> Check {
+    let mut check = Check::new("max-id-monotonic");
+    // Local reads per node and data directory (a wiped node rebuilt from nothing is a new member
+    // that never read what its old disk did); consistent reads all together (node `None`).
+    // (node, disk) of local reads; `None` for consistent ones.
+    type Reader = Option<(u64, u32)>;
+    let mut by_node: BTreeMap<(Reader, &str), Vec<_>> = BTreeMap::new();
+    for read in &history.max_id_reads {
+        let node = (!read.consistent).then_some((read.node, read.disk));
+        by_node.entry((node, read.tag.as_str())).or_default().push(read);
+    }
+    let mut stops = history.graceful_stops_us.clone();
+    stops.sort_unstable();
+    for ((node, tag), mut reads) in by_node {
+        reads.sort_unstable_by_key(|read| read.start_us);
+        for pair in reads.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            check.checked += 1;
+            if a.end_us >= b.start_us || b.max_id >= a.max_id {
+                continue;
+            }
+            // A release lowers `max_id` between SIGTERM and exit; a lagging node may apply it
+            // later (after a partition heals, say), so a stop that began up to a minute before
+            // counts too. Consistent reads are what `max-id-covers-served` holds to the strict rule.
+            let released_between = stops.iter().any(|&(from, _)| from < b.end_us && b.end_us - from < RELEASE_LAG_US);
+            if !released_between {
+                check.violation(|| {
+                    format!(
+                        "tag {tag}: {} read max_id {} at {:.3}s, then {} at {:.3}s with no graceful stop between",
+                        node.map(|(node, disk)| format!("node {node} (disk {disk})"))
+                            .unwrap_or_else(|| "consistent reads".into()),
+                        a.max_id,
+                        secs(a.start_us),
+                        b.max_id,
+                        secs(b.start_us)
+                    )
+                });
+            }
+        }
+    }
+    check
+}
+
+fn ids_in_range(history: &History) -> Check {
+    let mut check = Check::new("ids-in-range");
+    for op in &history.ops {
+        match &op.outcome {
+            Outcome::Segment { tag, ranges } => {
+                for &(start, end) in ranges {
+                    check.checked += 1;
+                    if start == 0 || end > i64::MAX as u64 || start >= end {
+                        check.violation(|| format!("tag {tag}: bad range [{start}, {end}) from {}", where_(op)));
+                    }
+                }
+            }
+            Outcome::Snowflake(ids) => {
+                for &id in ids {
+                    check.checked += 1;
+                    if id == 0 || id > i64::MAX as u64 {
+                        check.violation(|| format!("bad snowflake ID {id} from {}", where_(op)));
+                    }
+                }
+            }
+            Outcome::Malformed(answer) => {
+                check.checked += 1;
+                check.violation(|| format!("unparseable answer {answer:?} from {}", where_(op)));
+            }
+            Outcome::Failed(_) | Outcome::Unknown(_) => {}
+        }
+    }
+    check
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::Endpoint;
+    use crate::history::MaxIdRead;
+
+    const LAYOUT: Layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+
+    fn inc(node: u64, start: u32) -> Option<Incarnation> {
+        Some(Incarnation { node, start })
+    }
+
+    fn segment(node: u64, at: u64, ranges: &[(u64, u64)]) -> Op {
+        Op {
+            endpoint: Endpoint::SegmentList,
+            node,
+            incarnation: inc(node, 1),
+            start_us: at,
+            end_us: at + 10,
+            outcome: Outcome::Segment { tag: "t".into(), ranges: ranges.to_vec() },
+        }
+    }
+
+    fn snowflake(holder: Option<Incarnation>, at: u64, parts: &[(u64, u64, u64)]) -> Op {
+        let ids = parts
+            .iter()
+            .map(|&(ms, worker, sequence)| {
+                LAYOUT
+                    .compose(leafraft::engine::snowflake::Parts {
+                        timestamp_ms: LAYOUT.epoch_ms + ms,
+                        worker,
+                        sequence,
+                    })
+                    .expect("fits the layout")
+            })
+            .collect();
+        Op {
+            endpoint: Endpoint::SnowflakeList,
+            node: holder.map(|h| h.node).unwrap_or(0),
+            incarnation: holder,
+            start_us: at,
+            end_us: at + 10,
+            outcome: Outcome::Snowflake(ids),
+        }
+    }
+
+    fn read(node: u64, at: u64, max_id: u64) -> MaxIdRead {
+        MaxIdRead { node, disk: 0, consistent: true, tag: "t".into(), start_us: at, end_us: at + 10, max_id }
+    }
+
+    fn failing(history: &History) -> Vec<&'static str> {
+        check(history, &LAYOUT).into_iter().filter(|c| !c.passed()).map(|c| c.name).collect()
+    }
+
+    #[test]
+    fn a_clean_history_passes_every_check() {
+        let history = History {
+            ops: vec![
+                segment(1, 0, &[(1, 11)]),
+                segment(2, 5, &[(1001, 1002)]),
+                segment(1, 100, &[(11, 20), (2001, 2002)]),
+                snowflake(inc(1, 1), 0, &[(10, 1, 0), (10, 1, 1)]),
+                snowflake(inc(2, 1), 0, &[(10, 2, 0)]),
+                snowflake(inc(3, 1), 200, &[(50, 1, 0)]),
+            ],
+            max_id_reads: vec![read(1, 300, 2002), read(1, 400, 3000)],
+            graceful_stops_us: vec![],
+        };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn ids_outside_the_positive_i64_range_and_unparsed_answers_fail_ids_in_range() {
+        let cases = [
+            ("an ID of 0", segment(1, 0, &[(0, 3)])),
+            ("an ID above 2^63 - 1", segment(1, 0, &[(i64::MAX as u64, i64::MAX as u64 + 2)])),
+            ("an empty range", segment(1, 0, &[(9, 9)])),
+            ("a reversed range", segment(1, 0, &[(9, 4)])),
+        ];
+        for (what, op) in cases {
+            let history = History { ops: vec![op], ..History::default() };
+            assert!(failing(&history).contains(&"ids-in-range"), "{what} must fail ids-in-range");
+        }
+        let mut malformed = segment(1, 0, &[]);
+        malformed.outcome = Outcome::Malformed("{\"ids\":[\"x\"]}".into());
+        let history = History { ops: vec![malformed], ..History::default() };
+        assert_eq!(failing(&history), vec!["ids-in-range"]);
+        let mut snowflake_zero = snowflake(inc(1, 1), 0, &[]);
+        snowflake_zero.outcome = Outcome::Snowflake(vec![0, u64::MAX]);
+        let check = check(&History { ops: vec![snowflake_zero], ..History::default() }, &LAYOUT);
+        let in_range = check.iter().find(|c| c.name == "ids-in-range").expect("the check runs");
+        assert!(!in_range.passed(), "snowflake IDs 0 and 2^64 - 1 must fail ids-in-range");
+        // The largest legal ID passes.
+        let history =
+            History { ops: vec![segment(1, 0, &[(i64::MAX as u64 - 1, i64::MAX as u64)])], ..History::default() };
+        assert!(!failing(&history).contains(&"ids-in-range"));
+    }
+
+    #[test]
+    fn a_segment_id_served_by_two_nodes_fails() {
+        let history =
+            History { ops: vec![segment(1, 0, &[(1, 11)]), segment(2, 50, &[(10, 12)])], ..History::default() };
+        assert_eq!(failing(&history), vec!["unique-segment-ids"]);
+    }
+
+    #[test]
+    fn the_same_answer_twice_on_one_node_fails_uniqueness_and_order() {
+        let history = History { ops: vec![segment(1, 0, &[(5, 6)]), segment(1, 100, &[(5, 6)])], ..History::default() };
+        assert_eq!(failing(&history), vec!["unique-segment-ids", "segment-order"]);
+    }
+
+    #[test]
+    fn a_node_going_backwards_fails_order_even_without_a_duplicate() {
+        let history =
+            History { ops: vec![segment(1, 0, &[(50, 51)]), segment(1, 100, &[(7, 8)])], ..History::default() };
+        assert_eq!(failing(&history), vec!["segment-order"]);
+        // Concurrent requests may be answered in either order.
+        let history = History { ops: vec![segment(1, 0, &[(50, 51)]), segment(1, 5, &[(7, 8)])], ..History::default() };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_restarted_node_may_start_lower_than_its_last_incarnation() {
+        let mut restarted = segment(1, 100, &[(7, 8)]);
+        restarted.incarnation = inc(1, 2);
+        let history = History { ops: vec![segment(1, 0, &[(50, 51)]), restarted], ..History::default() };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_duplicate_snowflake_fails() {
+        let history = History {
+            ops: vec![snowflake(inc(1, 1), 0, &[(10, 1, 0)]), snowflake(inc(2, 1), 100, &[(10, 1, 0)])],
+            ..History::default()
+        };
+        assert_eq!(failing(&history), vec!["unique-snowflake-ids", "snowflake-order", "worker-holders-disjoint"]);
+    }
+
+    #[test]
+    fn two_holders_in_one_millisecond_of_a_worker_fail_without_a_duplicate() {
+        let history = History {
+            ops: vec![snowflake(inc(1, 1), 0, &[(10, 1, 0)]), snowflake(inc(1, 2), 5, &[(10, 1, 1)])],
+            ..History::default()
+        };
+        assert_eq!(failing(&history), vec!["worker-holders-disjoint"]);
+        // A later holder above the earlier one's milliseconds is a clean handover.
+        let history = History {
+            ops: vec![snowflake(inc(1, 1), 0, &[(10, 1, 0)]), snowflake(inc(2, 1), 50, &[(11, 1, 0)])],
+            ..History::default()
+        };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_worker_going_backwards_in_real_time_fails() {
+        let history = History {
+            ops: vec![snowflake(inc(1, 1), 0, &[(20, 1, 0)]), snowflake(inc(1, 1), 100, &[(19, 1, 0)])],
+            ..History::default()
+        };
+        assert_eq!(failing(&history), vec!["snowflake-order"]);
+    }
+
+    #[test]
+    fn max_id_below_a_served_id_fails() {
+        let history = History {
+            ops: vec![segment(1, 0, &[(1, 11)])],
+            max_id_reads: vec![read(2, 100, 10)],
+            graceful_stops_us: vec![],
+        };
+        assert_eq!(failing(&history), vec!["max-id-covers-served"]);
+        // A read sent before the answer arrived may not see it yet.
+        let history = History {
+            ops: vec![segment(1, 0, &[(1, 11)])],
+            max_id_reads: vec![read(2, 5, 1)],
+            graceful_stops_us: vec![],
+        };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+        // A local read may lag behind what another node served.
+        let mut local = read(2, 100, 10);
+        local.consistent = false;
+        let history =
+            History { ops: vec![segment(1, 0, &[(1, 11)])], max_id_reads: vec![local], graceful_stops_us: vec![] };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn max_id_going_down_fails_unless_a_node_gave_its_tail_back() {
+        let reads = vec![read(1, 0, 2000), read(1, 100, 1500)];
+        let history = History { ops: vec![], max_id_reads: reads.clone(), graceful_stops_us: vec![] };
+        assert_eq!(failing(&history), vec!["max-id-monotonic"]);
+        let history = History { ops: vec![], max_id_reads: reads, graceful_stops_us: vec![(50, 60)] };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    /// A node rebuilt on a wiped directory is a new member: its local reads start over, lagging
+    /// while it catches up, and are judged apart from its old disk's. The same drop on one disk
+    /// fails.
+    #[test]
+    fn local_reads_are_judged_per_data_directory() {
+        let local = |disk, at, max_id| MaxIdRead { consistent: false, disk, ..read(1, at, max_id) };
+        let rebuilt = vec![local(0, 0, 2000), local(1, 100, 1)];
+        let history = History { ops: vec![], max_id_reads: rebuilt, graceful_stops_us: vec![] };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+        let same_disk = vec![local(1, 0, 2000), local(1, 100, 1)];
+        let history = History { ops: vec![], max_id_reads: same_disk, graceful_stops_us: vec![] };
+        assert_eq!(failing(&history), vec!["max-id-monotonic"]);
+    }
+
+    #[test]
+    fn unknown_and_failed_requests_count_as_nothing() {
+        let mut unknown = segment(1, 0, &[]);
+        unknown.outcome = Outcome::Unknown("timeout".into());
+        let mut failed = segment(1, 0, &[]);
+        failed.outcome = Outcome::Failed("SEGMENTS_NOT_READY".into());
+        let history = History { ops: vec![unknown, failed], ..History::default() };
+        assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+}

@@ -1,0 +1,654 @@
+//! `leafraft-chaos`: tries hard to make a real leafraft cluster hand out an ID twice.
+//!
+//! It starts `leafraft serve` processes (each in its own network namespace when run as root, with
+//! libfaketime preloaded when installed), drives concurrent clients against every node and every
+//! ID endpoint, injects a seeded schedule of faults (kill -9, SIGSTOP, partitions, clock steps and
+//! drift, membership churn, whole-cluster restarts, wiped disks, a majority lost for good and
+//! recovered from a survivor), heals everything, and then judges what the
+//! clients saw with the checker. The last line is `RESULT: PASS` or `RESULT: FAIL`; the exit code
+//! is 0 or 1 to match.
+//!
+//! ```text
+//! leafraft-chaos --seed 7 --nodes 3 --duration 60s
+//! leafraft-chaos --soak 30m                  # runs seed, seed+1, … alternating 3 and 5 nodes
+//! leafraft-chaos --plant serve-twice …       # a debug build of leafraft with a bug planted
+//! ```
+//!
+//! Code map: [`nodes`] (processes, clocks, membership calls), [`net`] (namespaces and cuts),
+//! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection), [`disks`]
+//! (wiped members and recovery from a survivor), [`history`]
+//! (what clients saw), [`checker`] (the verdict, pure).
+
+mod checker;
+mod disks;
+mod faults;
+mod history;
+mod net;
+mod nodes;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+
+use anyhow::bail;
+use anyhow::Context;
+use clap::Parser;
+use clap::ValueEnum;
+use leafraft::engine::snowflake::Layout;
+use serde_json::json;
+use serde_json::Value;
+
+use crate::checker::Check;
+use crate::faults::FaultKind;
+use crate::faults::Record;
+use crate::history::History;
+use crate::history::Tally;
+use crate::net::Net;
+use crate::nodes::Nodes;
+
+/// Every node serves again this long after the last fault heals, or the run fails.
+const FINAL_RECOVERY_DEADLINE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum NetMode {
+    /// Network namespaces when root with `ip` and `iptables`, else loopback.
+    Auto,
+    /// Network namespaces, or fail.
+    Netns,
+    /// 127.0.0.1 ports; partition faults are skipped.
+    Loopback,
+}
+
+/// Seeded fault injection against a real leafraft cluster; prints PASS or FAIL.
+#[derive(Debug, Parser)]
+#[command(name = "leafraft-chaos", version)]
+struct Args {
+    /// Seeds the fault schedule and the clients (a soak runs seed, seed+1, …).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Voters in the cluster (the runner keeps it at this size or one more).
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// How long faults are injected (healing and checking come after).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Runs one run after another for this long, alternating 3 and 5 nodes, each `--soak-run` long.
+    #[arg(long, value_parser = parse_duration)]
+    soak: Option<Duration>,
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    soak_run: Duration,
+    /// The leafraft binary (default: `leafraft` next to this program).
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = NetMode::Auto)]
+    net: NetMode,
+    /// Comma-separated fault kinds, `all` or `none`.
+    #[arg(long, default_value = "all")]
+    faults: String,
+    /// Plants a bug in the nodes (debug builds of leafraft only): serve-twice, uncommitted-claim,
+    /// shared-worker.
+    #[arg(long)]
+    plant: Option<String>,
+    /// Snowflake worker IDs (a power of two, 2 to 1024). The default, 0, gives fewer workers than
+    /// nodes (2 for 3 nodes, 4 for 5), so leases expire and get taken over during the run.
+    #[arg(long, default_value_t = 0)]
+    snowflake_workers: u64,
+    /// Concurrent client loops.
+    #[arg(long, default_value_t = 6)]
+    clients: usize,
+    /// Keeps the logs and data directories even when the run passes.
+    #[arg(long)]
+    keep: bool,
+    /// Also writes the summary as Markdown to this file.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Prints the seed's schedule for `--duration` (each fault taking its hold time) and exits.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// What one run does.
+#[derive(Clone, Copy)]
+struct RunPlan<'a> {
+    clients: usize,
+    kinds: &'a [FaultKind],
+    seed: u64,
+    /// Voters at the start.
+    size: usize,
+    /// How long faults are injected.
+    duration: Duration,
+    /// How many nodes must serve snowflake IDs after healing (fewer workers than nodes).
+    snowflake_quota: usize,
+}
+
+/// What one run found.
+struct Summary {
+    seed: u64,
+    nodes: usize,
+    duration: Duration,
+    passed: bool,
+    checks: Vec<Check>,
+    tally: Tally,
+    faults: BTreeMap<FaultKind, u64>,
+    recoveries: Vec<faults::Recovery>,
+    final_recovery: Option<Duration>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let code = match tokio::runtime::Runtime::new().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(run(args))) {
+        Ok(true) => 0,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("leafraft-chaos: {e:#}");
+            println!("RESULT: FAIL (the run could not be carried out: {e:#})");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn run(args: Args) -> anyhow::Result<bool> {
+    let kinds: Vec<FaultKind> = match args.faults.as_str() {
+        "all" => FaultKind::all().collect(),
+        "none" => Vec::new(),
+        list => list
+            .split(',')
+            .map(|name| FaultKind::parse(name.trim()).with_context(|| format!("unknown fault kind {name:?}")))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    if let Some(bug) = &args.plant {
+        if leafraft::planted::PlantedBug::parse(bug).is_none() {
+            bail!("unknown planted bug {bug:?} (known: {})", leafraft::planted::PlantedBug::NAMES.join(", "));
+        }
+    }
+    let binary = match &args.binary {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe()?.with_file_name("leafraft"),
+    };
+    if !binary.exists() {
+        bail!("no leafraft binary at {} (build it, or pass --binary)", binary.display());
+    }
+    if args.dry_run {
+        let (main, clocks) = faults::lanes(args.seed, &kinds);
+        let mut lines = Vec::new();
+        for (lane, plans) in
+            [("", Box::new(main) as Box<dyn Iterator<Item = faults::Plan>>), ("clock lane: ", Box::new(clocks))]
+        {
+            let mut at = Duration::ZERO;
+            for plan in plans {
+                at += plan.gap;
+                if at >= args.duration {
+                    break;
+                }
+                lines.push((at, format!("{lane}{} hold {:.1}s", plan.kind.name(), plan.hold.as_secs_f64())));
+                at += plan.hold;
+            }
+        }
+        lines.sort_by_key(|(at, _)| *at);
+        for (at, line) in lines {
+            println!("{:>8.3}s  {line}", at.as_secs_f64());
+        }
+        return Ok(true);
+    }
+    net::cleanup_stale();
+    let Some(soak) = args.soak else {
+        let summary = run_once(&args, &binary, &kinds, args.seed, args.nodes, args.duration).await?;
+        if let Some(path) = &args.report {
+            std::fs::write(path, markdown(std::slice::from_ref(&summary)))?;
+        }
+        return Ok(summary.passed);
+    };
+    let started = Instant::now();
+    let mut summaries = Vec::new();
+    for round in 0u64.. {
+        let left = soak.saturating_sub(started.elapsed());
+        if left < Duration::from_secs(30) {
+            break;
+        }
+        let nodes = if round % 2 == 0 { 3 } else { 5 };
+        let summary = run_once(&args, &binary, &kinds, args.seed + round, nodes, args.soak_run.min(left)).await?;
+        summaries.push(summary);
+    }
+    let all_passed = summaries.iter().all(|s| s.passed);
+    let text = markdown(&summaries);
+    println!("\n{text}");
+    if let Some(path) = &args.report {
+        std::fs::write(path, &text)?;
+    }
+    println!("RESULT: {} soak of {} runs", if all_passed { "PASS" } else { "FAIL" }, summaries.len());
+    Ok(all_passed)
+}
+
+async fn run_once(
+    args: &Args,
+    binary: &std::path::Path,
+    wanted: &[FaultKind],
+    seed: u64,
+    size: usize,
+    duration: Duration,
+) -> anyhow::Result<Summary> {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("leafraft-chaos-{pid}-{seed}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let net = match (args.net, Net::available()) {
+        (NetMode::Loopback, _) => None,
+        (NetMode::Auto, Err(why)) => {
+            eprintln!("chaos: network namespaces unavailable ({why}): loopback, no partitions");
+            None
+        }
+        (NetMode::Netns, Err(why)) => bail!("network namespaces unavailable: {why}"),
+        (mode, Ok(())) => match Net::create(&format!("lc{pid}"), (1 + pid % 250) as u8, size + 2) {
+            Ok(net) => Some(net),
+            Err(e) if mode == NetMode::Auto => {
+                eprintln!("chaos: could not build network namespaces ({e:#}): loopback, no partitions");
+                None
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    let network = if net.is_some() { "netns" } else { "loopback" };
+    let faketime = std::path::Path::new(nodes::FAKETIME_LIB).exists();
+    let workers = match args.snowflake_workers {
+        // The largest power of two below the node count, at least 2.
+        0 => std::iter::successors(Some(2u64), |w| Some(w * 2)).take_while(|w| *w < size as u64).last().unwrap_or(2),
+        n => n,
+    };
+    if !workers.is_power_of_two() || !(2..=1024).contains(&workers) {
+        bail!("--snowflake-workers must be a power of two from 2 to 1024, got {workers}");
+    }
+    let worker_bits = workers.trailing_zeros();
+    let layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits, sequence_bits: 22 - worker_bits };
+    // Short leases, so a paused or cut-off holder loses its worker within a run and a node without
+    // one takes it over: the path where two holders could overlap.
+    let serve_args: Vec<String> = [
+        "--snowflake-worker-bits".to_string(),
+        worker_bits.to_string(),
+        "--snowflake-sequence-bits".into(),
+        (22 - worker_bits).to_string(),
+        "--worker-lease-ms".into(),
+        "4000".into(),
+        "--snowflake-window-ms".into(),
+        "1500".into(),
+    ]
+    .into();
+    let nodes = Arc::new(Nodes::new(binary.to_path_buf(), dir.clone(), net, faketime, args.plant.clone(), serve_args)?);
+    let (kinds, skipped) = faults::available_kinds(&nodes, wanted);
+    println!(
+        "leafraft-chaos seed={seed} nodes={size} duration={}s network={network} clocks={} workers={workers} clients={}{}",
+        duration.as_secs(),
+        if faketime { "libfaketime" } else { "real" },
+        args.clients,
+        args.plant.as_ref().map(|bug| format!(" planted-bug={bug}")).unwrap_or_default()
+    );
+    if !skipped.is_empty() {
+        println!("skipped fault kinds: {}", skipped.join(", "));
+    }
+    let record = Arc::new(Record::default());
+    let quota = workers.min(size as u64) as usize;
+    let plan = RunPlan { clients: args.clients, kinds: &kinds, seed, size, duration, snowflake_quota: quota };
+    let outcome = drive(&nodes, &record, &plan).await;
+    let (history, final_recovery) = match outcome {
+        Ok(found) => found,
+        Err(e) => {
+            nodes.kill_all();
+            println!("setup failed: {e:#}; logs in {}", dir.display());
+            return Err(e);
+        }
+    };
+    nodes.kill_all();
+    let mut checks = checker::check(&history, &layout);
+    let recoveries = record.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    checks.push(Check::outside(
+        "leader-recovery",
+        recoveries.len() as u64,
+        recoveries
+            .iter()
+            .filter(|r| r.took.is_none())
+            .map(|r| {
+                format!(
+                    "no new leader within {:?} of {} at {:.3}s",
+                    faults::LEADER_DEADLINE,
+                    r.kind.name(),
+                    r.at.as_secs_f64()
+                )
+            })
+            .collect(),
+    ));
+    let final_failures = match &final_recovery {
+        Ok(_) => Vec::new(),
+        Err(why) => vec![why.clone()],
+    };
+    checks.push(Check::outside("final-recovery", 1, final_failures));
+    for (name, outcomes) in
+        [("wiped-member-refused", &record.wipes), ("majority-recovered", &record.recoveries_from_survivors)]
+    {
+        let outcomes = outcomes.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        checks.push(Check::outside(name, outcomes.len() as u64, outcomes.into_iter().flatten().collect()));
+    }
+    let passed = checks.iter().all(Check::passed);
+    let summary = Summary {
+        seed,
+        nodes: size,
+        duration,
+        passed,
+        tally: history.tally(),
+        checks,
+        faults: record.counts.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        recoveries,
+        final_recovery: final_recovery.ok(),
+    };
+    print_report(&summary, &record);
+    drop(nodes);
+    if passed && !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    } else {
+        println!("logs and data: {}", dir.display());
+    }
+    println!("RESULT: {} seed={seed} nodes={size}", if passed { "PASS" } else { "FAIL" });
+    Ok(summary)
+}
+
+/// Starts the cluster, runs clients and faults, heals, waits for every node to serve again and
+/// answers the history with how long that final recovery took (or why it failed).
+async fn drive(
+    nodes: &Arc<Nodes>,
+    record: &Arc<Record>,
+    run: &RunPlan<'_>,
+) -> anyhow::Result<(History, Result<Duration, String>)> {
+    let RunPlan { clients: n_clients, kinds, seed, size, duration, snowflake_quota } = *run;
+    nodes.start_initial(size)?;
+    record.event(nodes, format!("started {size} nodes"));
+    wait_serving(nodes, Duration::from_secs(60), false, 0)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("cluster formation")?;
+    for (tag, step) in workload::TAGS {
+        nodes
+            .admin(reqwest::Method::POST, "/v1/tags", Some(json!({"tag": tag, "step": step})))
+            .await
+            .with_context(|| format!("create tag {tag}"))?;
+    }
+    wait_serving(nodes, Duration::from_secs(60), true, snowflake_quota)
+        .await
+        .map_err(anyhow::Error::msg)
+        .context("first IDs")?;
+    record.event(nodes, "every node serves: clients start, faults begin");
+
+    let started = nodes.started();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut clients = Vec::new();
+    for client in 0..n_clients {
+        let client_seed = seed.wrapping_mul(1000).wrapping_add(client as u64);
+        clients.push(tokio::spawn(workload::client(Arc::clone(nodes), client_seed, started, stop_rx.clone())));
+    }
+    let poller = tokio::spawn(workload::max_id_poller(Arc::clone(nodes), started, stop_rx.clone()));
+
+    faults::run(Arc::clone(nodes), Arc::clone(record), seed, kinds, size, Instant::now() + duration).await;
+
+    record.event(nodes, "heal everything: SIGCONT, network, clocks, restart stopped nodes");
+    for id in nodes.ids() {
+        nodes.resume(id);
+        let _ = nodes.set_clock(id, 0);
+    }
+    if let Some(net) = nodes.net() {
+        net.heal_all()?;
+    }
+    for id in nodes.ids() {
+        if !nodes.is_running(id) {
+            nodes.start(id)?;
+        }
+    }
+    let healed = Instant::now();
+    let final_recovery =
+        wait_serving(nodes, FINAL_RECOVERY_DEADLINE, true, snowflake_quota).await.map(|()| healed.elapsed());
+    match &final_recovery {
+        Ok(took) => record.event(nodes, format!("every node serves again, {:.3}s after healing", took.as_secs_f64())),
+        Err(why) => record.event(nodes, format!("FINAL RECOVERY FAILED: {why}")),
+    }
+    let _ = stop_tx.send(true);
+    let mut history = History::default();
+    for client in clients {
+        history.ops.extend(client.await??);
+    }
+    history.max_id_reads = poller.await??;
+    history.graceful_stops_us = record
+        .graceful_stops
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .map(|(from, to)| (from.as_micros() as u64, to.as_micros() as u64))
+        .collect();
+    Ok((history, final_recovery))
+}
+
+/// Waits until every node answers `/readyz` (and, with `ids`, a segment ID of every tag, and
+/// `snowflake_quota` nodes a snowflake ID: there may be fewer workers than nodes), or answers what
+/// was still missing.
+async fn wait_serving(nodes: &Nodes, deadline: Duration, ids: bool, snowflake_quota: usize) -> Result<(), String> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().map_err(|e| e.to_string())?;
+    let until = Instant::now() + deadline;
+    let mut paths = vec!["/readyz".to_string()];
+    if ids {
+        paths.extend(workload::TAGS.iter().map(|(tag, _)| format!("/v1/segment/{tag}")));
+    }
+    let mut serving = std::collections::BTreeSet::new();
+    let mut snowflake = std::collections::BTreeSet::new();
+    let mut last = String::new();
+    loop {
+        let targets = nodes.targets();
+        for target in &targets {
+            if !serving.contains(&target.id) {
+                match get_ok(&http, &target.url, &paths).await {
+                    Ok(()) => {
+                        serving.insert(target.id);
+                    }
+                    Err(why) => last = format!("node {} {why}", target.id),
+                }
+            }
+            if ids && !snowflake.contains(&target.id) && snowflake.len() < snowflake_quota {
+                match get_ok(&http, &target.url, &["/v1/snowflake".to_string()]).await {
+                    Ok(()) => {
+                        snowflake.insert(target.id);
+                    }
+                    Err(why) => last = format!("node {} {why}", target.id),
+                }
+            }
+        }
+        let quota = snowflake_quota.min(targets.len());
+        if targets.iter().all(|target| serving.contains(&target.id)) && (!ids || snowflake.len() >= quota) {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(format!(
+                "within {deadline:?}, {} of {} nodes served segment IDs and {} of the {quota} needed snowflake IDs; last: {last}",
+                serving.len(),
+                targets.len(),
+                snowflake.len()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// GETs every path in turn; the first that fails says why.
+async fn get_ok(http: &reqwest::Client, url: &str, paths: &[String]) -> Result<(), String> {
+    for path in paths {
+        match http.get(format!("{url}{path}")).send().await {
+            Ok(answer) if answer.status().is_success() => {}
+            Ok(answer) => {
+                let status = answer.status();
+                let body: Value = answer.json().await.unwrap_or(Value::Null);
+                return Err(format!("{path}: {status} {body}"));
+            }
+            Err(e) => return Err(format!("{path}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// `90`, `90s`, `5m`, `1h30m`: a bare number is seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(text).map_err(|e| e.to_string()),
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn recovery_line(recoveries: &[faults::Recovery]) -> String {
+    let mut took: Vec<Duration> = recoveries.iter().filter_map(|r| r.took).collect();
+    took.sort();
+    let missing = recoveries.len() - took.len();
+    if took.is_empty() {
+        return format!(
+            "none measured{}",
+            if missing > 0 { format!(", {missing} without a new leader") } else { String::new() }
+        );
+    }
+    format!(
+        "n={} p50={:.3}s p99={:.3}s max={:.3}s{}",
+        took.len(),
+        percentile(&took, 0.5).as_secs_f64(),
+        percentile(&took, 0.99).as_secs_f64(),
+        took.last().copied().unwrap_or_default().as_secs_f64(),
+        if missing > 0 { format!(", {missing} without a new leader") } else { String::new() }
+    )
+}
+
+fn print_report(summary: &Summary, record: &Record) {
+    println!("timeline:");
+    for (at, text) in record.timeline.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        println!("  {:>8.3}s  {text}", at.as_secs_f64());
+    }
+    let faults: Vec<String> = summary.faults.iter().map(|(kind, n)| format!("{} {n}", kind.name())).collect();
+    println!("faults: {}", if faults.is_empty() { "none".into() } else { faults.join(", ") });
+    println!("requests (ok / failed / unknown):");
+    for (endpoint, row) in &summary.tally.by_endpoint {
+        println!("  {endpoint:<22} {:>9} / {:>7} / {:>6}", row.ok, row.failed, row.unknown);
+    }
+    println!("IDs acknowledged: segment {}, snowflake {}", summary.tally.segment_ids, summary.tally.snowflake_ids);
+    let errors: Vec<String> = summary.tally.errors.iter().map(|(code, n)| format!("{code} {n}")).collect();
+    println!("errors by code: {}", if errors.is_empty() { "none".into() } else { errors.join(", ") });
+    let unknown: Vec<String> = summary.tally.unknown.iter().map(|(why, n)| format!("{why} {n}")).collect();
+    println!("unknown (may have been issued): {}", if unknown.is_empty() { "none".into() } else { unknown.join(", ") });
+    println!("new leader after leader loss: {}", recovery_line(&summary.recoveries));
+    for recovery in &summary.recoveries {
+        let took = recovery.took.map(|t| format!("{:.3}s", t.as_secs_f64())).unwrap_or_else(|| "none".into());
+        println!("  {:>8.3}s  {:<16} {took}", recovery.at.as_secs_f64(), recovery.kind.name());
+    }
+    match summary.final_recovery {
+        Some(took) => println!("after the last heal every node served again in {:.3}s", took.as_secs_f64()),
+        None => println!("after the last heal NOT every node served again"),
+    }
+    println!("checks:");
+    for check in &summary.checks {
+        println!(
+            "  {} {:<24} {} checked, {} violations",
+            if check.passed() { "PASS" } else { "FAIL" },
+            check.name,
+            check.checked,
+            check.violations
+        );
+        if !check.note.is_empty() {
+            println!("       ({})", check.note);
+        }
+        for example in &check.examples {
+            println!("       {example}");
+        }
+    }
+}
+
+/// The Markdown summary of runs (the soak report of `docs/reliability.md`).
+fn markdown(summaries: &[Summary]) -> String {
+    let mut out = String::new();
+    let passed = summaries.iter().filter(|s| s.passed).count();
+    out.push_str(&format!(
+        "### {} runs, {} passed, {:.0} min of faults\n\n",
+        summaries.len(),
+        passed,
+        summaries.iter().map(|s| s.duration.as_secs_f64()).sum::<f64>() / 60.0
+    ));
+    out.push_str("| seed | nodes | faults injected | segment IDs | snowflake IDs | new leader p50 / max | result |\n");
+    out.push_str("| ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
+    for s in summaries {
+        let mut took: Vec<Duration> = s.recoveries.iter().filter_map(|r| r.took).collect();
+        took.sort();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.2} s / {:.2} s | {} |\n",
+            s.seed,
+            s.nodes,
+            s.faults.values().sum::<u64>(),
+            s.tally.segment_ids,
+            s.tally.snowflake_ids,
+            percentile(&took, 0.5).as_secs_f64(),
+            took.last().copied().unwrap_or_default().as_secs_f64(),
+            if s.passed { "PASS" } else { "FAIL" }
+        ));
+    }
+    let mut faults: BTreeMap<FaultKind, u64> = BTreeMap::new();
+    let mut tally = Tally::default();
+    let mut recoveries = Vec::new();
+    for s in summaries {
+        for (kind, n) in &s.faults {
+            *faults.entry(*kind).or_default() += n;
+        }
+        tally.add(&s.tally);
+        recoveries.extend(s.recoveries.iter().cloned());
+    }
+    out.push_str("\n**Faults:** ");
+    out.push_str(&faults.iter().map(|(k, n)| format!("{} {n}", k.name())).collect::<Vec<_>>().join(", "));
+    out.push_str(&format!(
+        "\n\n**IDs checked:** {} segment, {} snowflake.\n\n**Requests (ok / failed / unknown):** ",
+        tally.segment_ids, tally.snowflake_ids
+    ));
+    out.push_str(
+        &tally
+            .by_endpoint
+            .iter()
+            .map(|(e, r)| format!("`{e}` {} / {} / {}", r.ok, r.failed, r.unknown))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    out.push_str("\n\n**Errors by code:** ");
+    out.push_str(&tally.errors.iter().map(|(c, n)| format!("`{c}` {n}")).collect::<Vec<_>>().join(", "));
+    out.push_str("\n\n**Unknown outcomes:** ");
+    out.push_str(&tally.unknown.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", "));
+    out.push_str(&format!("\n\n**New leader after a leader loss:** {}\n", recovery_line(&recoveries)));
+    let mut by_kind: BTreeMap<FaultKind, Vec<Duration>> = BTreeMap::new();
+    for r in &recoveries {
+        if let Some(took) = r.took {
+            by_kind.entry(r.kind).or_default().push(took);
+        }
+    }
+    for (kind, mut took) in by_kind {
+        took.sort();
+        out.push_str(&format!(
+            "- {}: n={} p50={:.3}s p99={:.3}s max={:.3}s\n",
+            kind.name(),
+            took.len(),
+            percentile(&took, 0.5).as_secs_f64(),
+            percentile(&took, 0.99).as_secs_f64(),
+            took.last().copied().unwrap_or_default().as_secs_f64()
+        ));
+    }
+    let mut finals: Vec<Duration> = summaries.iter().filter_map(|s| s.final_recovery).collect();
+    finals.sort();
+    out.push_str(&format!(
+        "\n**Every node serving again after the last heal:** p50={:.3}s max={:.3}s\n",
+        percentile(&finals, 0.5).as_secs_f64(),
+        finals.last().copied().unwrap_or_default().as_secs_f64()
+    ));
+    out
+}

@@ -1,0 +1,89 @@
+//! The chaos checker can say FAIL (issue 6): `leafraft-chaos` against nodes with a bug planted on
+//! purpose must end `RESULT: FAIL`, naming the broken rule; the same run without the bug passes,
+//! so the FAIL is the bug's doing and not the settings'.
+//!
+//! Planted bugs exist only in debug builds of leafraft (`src/planted.rs`); under `--release` the
+//! tests that plant one are reported as ignored, with the reason, rather than passing empty.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+const CHAOS: &str = env!("CARGO_BIN_EXE_leafraft-chaos");
+
+/// The `leafraft` binary of the same build. Cargo only gives a test the paths of its own
+/// package's binaries, but `cargo test --workspace` builds every binary into the same directory
+/// before any test runs.
+fn leafraft_binary() -> PathBuf {
+    let binary = PathBuf::from(CHAOS).with_file_name(format!("leafraft{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: run these tests with `cargo test --workspace` (or `cargo build -p leafraft` first)",
+        binary.display()
+    );
+    binary
+}
+
+/// A short run on loopback with no faults: the planted bug alone must be enough.
+async fn chaos(seed: u64, plant: Option<&str>) -> Output {
+    let mut command = tokio::process::Command::new(CHAOS);
+    command.arg("--binary").arg(leafraft_binary());
+    command.args(["--seed", &seed.to_string(), "--nodes", "3", "--duration", "6s"]);
+    command.args(["--net", "loopback", "--faults", "none", "--clients", "4"]);
+    if let Some(bug) = plant {
+        command.args(["--plant", bug]);
+    }
+    command.kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(150), command.output()).await {
+        Ok(output) => output.expect("run leafraft-chaos"),
+        Err(_) => panic!("leafraft-chaos did not finish within 150 s"),
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn assert_caught(bug: &str, check: &str) {
+    assert_caught_by(bug, &[check]).await;
+}
+
+/// The run fails, and among the failing checks are all of `checks`; answers the report.
+async fn assert_caught_by(bug: &str, checks: &[&str]) -> String {
+    let output = chaos(11, Some(bug)).await;
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "a planted {bug} must fail the run:\n{text}");
+    for check in checks {
+        assert!(text.contains(&format!("FAIL {check}")), "{bug} must fail {check}:\n{text}");
+    }
+    assert!(text.lines().any(|line| line.starts_with("RESULT: FAIL")), "no FAIL verdict:\n{text}");
+    text
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
+async fn planted_serve_twice_is_caught() {
+    assert_caught("serve-twice", "unique-segment-ids").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
+async fn planted_uncommitted_claim_is_caught() {
+    assert_caught("uncommitted-claim", "unique-segment-ids").await;
+}
+
+/// One worker, two holders: the snowflake checks (not the segment ones) must fail.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
+async fn planted_shared_worker_is_caught_by_the_snowflake_checks() {
+    let text = assert_caught_by("shared-worker", &["unique-snowflake-ids", "worker-holders-disjoint"]).await;
+    assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_run_without_a_planted_bug_passes() {
+    let output = chaos(11, None).await;
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(0), "a clean run must pass:\n{text}");
+    assert!(text.lines().any(|line| line == "RESULT: PASS seed=11 nodes=3"), "no PASS verdict:\n{text}");
+}
