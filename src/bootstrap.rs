@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use openraft::ServerState;
 use raft::network::identity::hex_id;
+use raft::network::identity::MembershipMark;
 use raft::Node;
 use raft::NodeId;
 
@@ -239,11 +240,14 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
     }
 }
 
-/// Keeps the identity check's view (cluster ID, members' incarnations) equal to the replicated
-/// state and the latest membership, and refuses to go on (through `refuse`) once the membership
-/// records this node ID with another disk: this process is then not the member its peers know,
-/// however it got that membership (say, replicated to it before it could ask anyone).
-pub async fn keep_identity_current(cluster: Arc<Cluster>, refuse: tokio::sync::mpsc::Sender<Refusal>) {
+/// Keeps the identity check's view (cluster ID, members' incarnations and where that membership
+/// stands) equal to the replicated state and the latest membership.
+///
+/// It never stops the node: a membership that records this node ID with another disk may be
+/// history being replayed (a member rebuilt by remove, wipe and `--join` receives the entries that
+/// added its previous disk before the ones that added this one). A data dir that really replaced a
+/// member is refused at start ([`bootstrap`] asks the members) and its peers refuse its messages.
+pub async fn keep_identity_current(cluster: Arc<Cluster>) {
     let mut rx = cluster.raft().metrics();
     let mut seen = None;
     loop {
@@ -254,20 +258,8 @@ pub async fn keep_identity_current(cluster: Arc<Cluster>, refuse: tokio::sync::m
         };
         let now = (log_id, cluster.read(|state| state.cluster_id));
         if seen != Some(now) {
-            cluster.identity().observe(now.1, &membership);
+            cluster.identity().observe(now.1, MembershipMark::of(log_id.as_ref()), &membership);
             seen = Some(now);
-            let local = cluster.identity().local();
-            let recorded = cluster.identity().recorded_incarnation(local.node_id);
-            if recorded != 0 && recorded != local.incarnation {
-                let node = membership.get_node(&local.node_id).cloned().unwrap_or_default();
-                let _ = refuse.try_send(Refusal(format!(
-                    "refusing to run as node {}: this data dir has incarnation {}, but {}",
-                    local.node_id,
-                    hex_id(local.incarnation),
-                    crate::cluster::rejoin_refusal(local.node_id, &node)
-                )));
-                return;
-            }
         }
         if rx.changed().await.is_err() {
             return;

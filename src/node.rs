@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
+use raft::network::identity::MembershipMark;
 use raft::network::IdentityCheck;
 
 /// How long stopping waits for in-flight requests before it goes on regardless.
@@ -164,12 +165,14 @@ async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Sto
     .map_err(|e| RunError(format!("opening the store failed: {e}")))?
     .map_err(|e| RunError(e.to_string()))?;
     let identity = Arc::new(IdentityCheck::new(config.node_id, identity.incarnation));
-    let (cluster_id, membership) = store.state_machine.read(|s| (s.cluster_id, s.membership.membership().clone()));
-    identity.observe(cluster_id, &membership);
+    let (cluster_id, mark, membership) = store.state_machine.read(|s| {
+        (s.cluster_id, MembershipMark::of(s.membership.log_id().as_ref()), s.membership.membership().clone())
+    });
+    identity.observe(cluster_id, mark, &membership);
     Ok((identity, store))
 }
 
-/// The node's background tasks: leadership logging, the identity watchdog, committing the
+/// The node's background tasks: leadership logging, keeping the identity view current, committing the
 /// cluster ID, bootstrap (which answers a refusal on the returned channel), the one catch-up read
 /// before the first ready, and `--preload`.
 fn spawn_background(
@@ -179,12 +182,11 @@ fn spawn_background(
     was_empty: bool,
 ) -> (Vec<JoinHandle<()>>, tokio::sync::mpsc::Receiver<Refusal>) {
     let (refusal_tx, refused) = tokio::sync::mpsc::channel(2);
-    let watch_tx = refusal_tx.clone();
     let (bootstrap_cluster, bootstrap_config) = (cluster.clone(), config.clone());
     let catch_up = cluster.clone();
     let mut background = vec![
         tokio::spawn(log_leadership(cluster.clone())),
-        tokio::spawn(bootstrap::keep_identity_current(cluster.clone(), watch_tx)),
+        tokio::spawn(bootstrap::keep_identity_current(cluster.clone())),
         tokio::spawn(bootstrap::commit_cluster_id(cluster.clone())),
         tokio::spawn(async move {
             if let Err(refusal) = bootstrap::bootstrap(bootstrap_cluster, bootstrap_config, was_empty).await {

@@ -19,6 +19,7 @@ use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::identity::Addressee;
 use super::identity::IdentityCheck;
 use super::identity::PeerIdentity;
 use super::APPEND_PATH;
@@ -125,6 +126,9 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     if let Some(sender) = &sender {
         let mut headers = reqwest::header::HeaderMap::new();
         sender.identity.local().write_headers(&mut headers);
+        if let Some((node_id, incarnation)) = sender.target {
+            Addressee { node_id, incarnation }.write_headers(&mut headers);
+        }
         request = request.headers(headers);
     }
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;

@@ -8,6 +8,15 @@
 //! never forgets what it acknowledged; a refused peer's votes and acknowledgements are never
 //! counted, so such a node cannot help elect a leader or commit an entry.
 //!
+//! Who judges a record: an answer is judged by the node that asked, by its own membership, because
+//! that node counts the answer (a vote, an acknowledgement) in that membership's quorum. A request
+//! is judged by the receiver only when the receiver's membership is at least as new as the
+//! sender's ([`MembershipMark`]): a sender with a newer one may have been removed and re-added with
+//! a new disk in entries the receiver has not received yet, and refusing it would keep the
+//! receiver from ever receiving them. A request also names the node it means to reach and the
+//! incarnation its sender records for it ([`Addressee`]); a node that is not that disk refuses it,
+//! so a wiped member takes in nothing from a leader that records its old disk.
+//!
 //! A message without identity headers is not checked (every leafraft node sends them; the
 //! receiving side is in the node's HTTP layer, the sending side in `client`).
 
@@ -27,18 +36,50 @@ use crate::NodeId;
 pub const CLUSTER_ID_HEADER: &str = "x-leafraft-cluster-id";
 pub const NODE_ID_HEADER: &str = "x-leafraft-node-id";
 pub const INCARNATION_HEADER: &str = "x-leafraft-incarnation";
+pub const MEMBERSHIP_HEADER: &str = "x-leafraft-membership";
+pub const TO_NODE_ID_HEADER: &str = "x-leafraft-to-node-id";
+pub const TO_INCARNATION_HEADER: &str = "x-leafraft-to-incarnation";
 
 /// How a cluster ID or an incarnation is shown: 16 hex digits, the form logs and errors use.
 pub fn hex_id(id: u64) -> String {
     format!("{id:016x}")
 }
 
+/// Where a node's latest membership stands in the log: the term and index of its entry, compared
+/// in that order (one leader per term, so this orders entries as the log does); zero when the node
+/// has none. On the wire as `term.index`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct MembershipMark {
+    pub term: u64,
+    pub index: u64,
+}
+
+impl MembershipMark {
+    pub fn of(log_id: Option<&typ::LogId>) -> MembershipMark {
+        log_id.map_or_else(MembershipMark::default, |id| MembershipMark { term: id.leader_id.term, index: id.index })
+    }
+
+    fn parse(text: &str) -> Option<MembershipMark> {
+        let (term, index) = text.split_once('.')?;
+        Some(MembershipMark { term: term.parse().ok()?, index: index.parse().ok()? })
+    }
+}
+
+impl fmt::Display for MembershipMark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.term, self.index)
+    }
+}
+
 /// Who sent a message, as its headers say. `cluster_id` 0: the sender knows no cluster yet.
+/// `membership`: where the sender's latest membership stands (zero when it sends none, which
+/// leaves the receiver to judge).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerIdentity {
     pub cluster_id: u64,
     pub node_id: NodeId,
     pub incarnation: u64,
+    pub membership: MembershipMark,
 }
 
 impl PeerIdentity {
@@ -54,7 +95,15 @@ impl PeerIdentity {
         match (field(CLUSTER_ID_HEADER, true)?, field(NODE_ID_HEADER, false)?, field(INCARNATION_HEADER, true)?) {
             (None, None, None) => Ok(None),
             (Some(cluster_id), Some(node_id), Some(incarnation)) => {
-                Ok(Some(PeerIdentity { cluster_id, node_id, incarnation }))
+                let membership = match headers.get(MEMBERSHIP_HEADER) {
+                    None => MembershipMark::default(),
+                    Some(value) => value
+                        .to_str()
+                        .ok()
+                        .and_then(MembershipMark::parse)
+                        .ok_or_else(|| format!("header {MEMBERSHIP_HEADER} is not `term.index`: {value:?}"))?,
+                };
+                Ok(Some(PeerIdentity { cluster_id, node_id, incarnation, membership }))
             }
             _ => {
                 Err(format!("the identity needs all of {CLUSTER_ID_HEADER}, {NODE_ID_HEADER} and {INCARNATION_HEADER}"))
@@ -67,6 +116,39 @@ impl PeerIdentity {
         headers.insert(CLUSTER_ID_HEADER, value(hex_id(self.cluster_id)));
         headers.insert(NODE_ID_HEADER, value(self.node_id.to_string()));
         headers.insert(INCARNATION_HEADER, value(hex_id(self.incarnation)));
+        headers.insert(MEMBERSHIP_HEADER, value(self.membership.to_string()));
+    }
+}
+
+/// The node a request means to reach and the incarnation its sender records for it (0: unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addressee {
+    pub node_id: NodeId,
+    pub incarnation: u64,
+}
+
+impl Addressee {
+    /// The addressee in `headers`: `Ok(None)` when they name none.
+    pub fn from_headers(headers: &HeaderMap) -> Result<Option<Addressee>, String> {
+        let (Some(node), Some(incarnation)) = (headers.get(TO_NODE_ID_HEADER), headers.get(TO_INCARNATION_HEADER))
+        else {
+            return match headers.contains_key(TO_NODE_ID_HEADER) || headers.contains_key(TO_INCARNATION_HEADER) {
+                true => Err(format!("the addressee needs both {TO_NODE_ID_HEADER} and {TO_INCARNATION_HEADER}")),
+                false => Ok(None),
+            };
+        };
+        let node_id = node.to_str().ok().and_then(|t| t.parse().ok());
+        let incarnation = incarnation.to_str().ok().and_then(|t| u64::from_str_radix(t, 16).ok());
+        match (node_id, incarnation) {
+            (Some(node_id), Some(incarnation)) => Ok(Some(Addressee { node_id, incarnation })),
+            _ => Err(format!("headers {TO_NODE_ID_HEADER} and {TO_INCARNATION_HEADER} are not numbers")),
+        }
+    }
+
+    pub fn write_headers(&self, headers: &mut HeaderMap) {
+        headers.insert(TO_NODE_ID_HEADER, HeaderValue::from(self.node_id));
+        let incarnation = HeaderValue::from_str(&hex_id(self.incarnation)).unwrap_or(HeaderValue::from_static("0"));
+        headers.insert(TO_INCARNATION_HEADER, incarnation);
     }
 }
 
@@ -125,7 +207,8 @@ pub struct IdentityCheck {
     node_id: NodeId,
     incarnation: u64,
     cluster_id: AtomicU64,
-    members: RwLock<BTreeMap<NodeId, u64>>,
+    /// Where the membership stands, and the incarnation it records for each member.
+    members: RwLock<(MembershipMark, BTreeMap<NodeId, u64>)>,
     refusals: [AtomicU64; KINDS.len()],
 }
 
@@ -137,36 +220,70 @@ impl IdentityCheck {
             node_id,
             incarnation,
             cluster_id: AtomicU64::new(0),
-            members: RwLock::new(BTreeMap::new()),
+            members: RwLock::new((MembershipMark::default(), BTreeMap::new())),
             refusals: Default::default(),
         }
     }
 
     /// What this node sends in its headers.
     pub fn local(&self) -> PeerIdentity {
-        PeerIdentity { cluster_id: self.cluster_id(), node_id: self.node_id, incarnation: self.incarnation }
+        PeerIdentity {
+            cluster_id: self.cluster_id(),
+            node_id: self.node_id,
+            incarnation: self.incarnation,
+            membership: self.membership_mark(),
+        }
     }
 
     pub fn cluster_id(&self) -> u64 {
         self.cluster_id.load(Ordering::Relaxed)
     }
 
-    /// Takes in the replicated cluster ID and the latest membership.
-    pub fn observe(&self, cluster_id: u64, membership: &typ::Membership) {
+    /// Takes in the replicated cluster ID and the latest membership, which stands at `mark`.
+    pub fn observe(&self, cluster_id: u64, mark: MembershipMark, membership: &typ::Membership) {
         self.cluster_id.store(cluster_id, Ordering::Relaxed);
         let members = membership.nodes().map(|(id, node)| (*id, node.incarnation)).collect();
-        *self.members.write().unwrap_or_else(PoisonError::into_inner) = members;
+        *self.members.write().unwrap_or_else(PoisonError::into_inner) = (mark, members);
+    }
+
+    fn membership_mark(&self) -> MembershipMark {
+        self.members.read().unwrap_or_else(PoisonError::into_inner).0
     }
 
     /// The incarnation the membership records for `node_id` (0 when unknown or not a member).
     pub fn recorded_incarnation(&self, node_id: NodeId) -> u64 {
-        self.members.read().unwrap_or_else(PoisonError::into_inner).get(&node_id).copied().unwrap_or(0)
+        self.members.read().unwrap_or_else(PoisonError::into_inner).1.get(&node_id).copied().unwrap_or(0)
     }
 
-    /// Checks the sender of a request this node received.
+    /// Checks the sender of a request this node received. Its incarnation is judged only when
+    /// this node's membership is at least as new as the sender's (see the module docs).
     pub fn check_sender(&self, peer: &PeerIdentity) -> Result<(), Mismatch> {
         self.check_cluster(peer)?;
-        check_incarnation(peer, self.recorded_incarnation(peer.node_id))
+        let (mark, recorded) = {
+            let members = self.members.read().unwrap_or_else(PoisonError::into_inner);
+            (members.0, members.1.get(&peer.node_id).copied().unwrap_or(0))
+        };
+        if peer.membership > mark {
+            return Ok(());
+        }
+        check_incarnation(peer, recorded)
+    }
+
+    /// Checks that this node is the one a request means to reach: the node ID, and the disk its
+    /// sender records (a sender that records another disk of this node ID is talking to the
+    /// member this data dir replaced).
+    pub fn check_addressee(&self, to: &Addressee) -> Result<(), Mismatch> {
+        if to.node_id != self.node_id {
+            return Err(Mismatch::NodeId { expected: to.node_id, presented: self.node_id });
+        }
+        if to.incarnation != 0 && to.incarnation != self.incarnation {
+            return Err(Mismatch::Incarnation {
+                node_id: self.node_id,
+                recorded: to.incarnation,
+                presented: self.incarnation,
+            });
+        }
+        Ok(())
     }
 
     /// Checks the answer of a peer this node sent to: `expected` is the node it meant to reach

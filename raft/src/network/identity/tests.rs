@@ -36,12 +36,67 @@ fn node_one() -> IdentityCheck {
     let check = IdentityCheck::new(1, 0x11);
     let nodes: BTreeMap<u64, Node> =
         [(1, Node::new("a:1", 0x11)), (2, Node::new("a:2", 0x22)), (3, Node::new("a:3", 0))].into();
-    check.observe(CLUSTER, &typ::Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes));
+    check.observe(CLUSTER, MARK, &typ::Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes));
     check
 }
 
+/// Where node one's membership stands.
+const MARK: MembershipMark = MembershipMark { term: 3, index: 40 };
+
 fn peer(cluster_id: u64, node_id: u64, incarnation: u64) -> PeerIdentity {
-    PeerIdentity { cluster_id, node_id, incarnation }
+    PeerIdentity { cluster_id, node_id, incarnation, membership: MARK }
+}
+
+fn peer_at(membership: MembershipMark, node_id: u64, incarnation: u64) -> PeerIdentity {
+    PeerIdentity { cluster_id: CLUSTER, node_id, incarnation, membership }
+}
+
+/// A sender whose membership is newer than the receiver's may have been removed and re-added
+/// with a new disk in entries the receiver lacks: only the side with the newer membership judges.
+/// Without this a follower that missed a member's rebuild could never take entries from it once
+/// it leads.
+#[test]
+fn regression_a_sender_with_a_newer_membership_is_not_judged_by_an_older_one() {
+    let check = node_one();
+    let newer = [MembershipMark { term: 4, index: 2 }, MembershipMark { term: 3, index: 41 }];
+    for mark in newer {
+        assert_eq!(check.check_sender(&peer_at(mark, 2, 0x99)), Ok(()), "{mark}");
+    }
+    let not_newer = [MARK, MembershipMark { term: 3, index: 39 }, MembershipMark { term: 2, index: 90 }];
+    for mark in not_newer.into_iter().chain([MembershipMark::default()]) {
+        assert!(matches!(check.check_sender(&peer_at(mark, 2, 0x99)), Err(Mismatch::Incarnation { .. })), "{mark}");
+    }
+    // The cluster is checked whatever the membership.
+    let other_cluster = PeerIdentity { cluster_id: 0xc2, ..peer_at(newer[0], 2, 0x22) };
+    assert!(matches!(check.check_sender(&other_cluster), Err(Mismatch::Cluster { .. })));
+}
+
+/// A request meant for another node, or for another disk of this node ID, is refused by the
+/// receiver; an unknown incarnation (0) is not.
+#[test]
+fn a_receiver_refuses_requests_meant_for_another_node_or_disk() {
+    let check = node_one();
+    assert_eq!(check.check_addressee(&Addressee { node_id: 1, incarnation: 0x11 }), Ok(()));
+    assert_eq!(check.check_addressee(&Addressee { node_id: 1, incarnation: 0 }), Ok(()));
+    assert_eq!(
+        check.check_addressee(&Addressee { node_id: 1, incarnation: 0x10 }),
+        Err(Mismatch::Incarnation { node_id: 1, recorded: 0x10, presented: 0x11 })
+    );
+    assert_eq!(
+        check.check_addressee(&Addressee { node_id: 2, incarnation: 0x11 }),
+        Err(Mismatch::NodeId { expected: 2, presented: 1 })
+    );
+}
+
+#[test]
+fn the_addressee_round_trips_in_headers() {
+    let mut headers = HeaderMap::new();
+    assert_eq!(Addressee::from_headers(&headers), Ok(None));
+    let to = Addressee { node_id: 7, incarnation: 0xfedc_ba98_7654_3210 };
+    to.write_headers(&mut headers);
+    assert_eq!(Addressee::from_headers(&headers), Ok(Some(to)));
+    headers.remove(TO_NODE_ID_HEADER);
+    assert!(Addressee::from_headers(&headers).is_err());
 }
 
 #[test]
@@ -115,7 +170,13 @@ fn headers_round_trip_and_partial_ones_are_errors() {
     let identity = peer(u64::MAX, 3, 0x0123_4567_89ab_cdef);
     identity.write_headers(&mut headers);
     assert_eq!(headers[INCARNATION_HEADER], "0123456789abcdef");
+    assert_eq!(headers[MEMBERSHIP_HEADER], "3.40");
     assert_eq!(PeerIdentity::from_headers(&headers), Ok(Some(identity)));
+    headers.insert(MEMBERSHIP_HEADER, "3".parse().expect("header"));
+    assert!(PeerIdentity::from_headers(&headers).is_err());
+    headers.remove(MEMBERSHIP_HEADER);
+    let unmarked = PeerIdentity { membership: MembershipMark::default(), ..identity };
+    assert_eq!(PeerIdentity::from_headers(&headers), Ok(Some(unmarked)), "no mark: the receiver judges");
     headers.remove(NODE_ID_HEADER);
     assert!(PeerIdentity::from_headers(&headers).is_err());
     headers.insert(NODE_ID_HEADER, "x".parse().expect("header"));
