@@ -24,13 +24,12 @@ use raft::network::identity::MembershipMark;
 use raft::Node;
 use raft::NodeId;
 
-use crate::client::Client;
 use crate::cluster::Cluster;
 use crate::cluster::Hello;
 use crate::cluster::HelloError;
 use crate::config::Bootstrap;
 use crate::config::Config;
-use crate::error::ErrorCode;
+use leafraft_client::Client;
 
 /// How long one round of `hello`s waits for each member.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -182,6 +181,19 @@ async fn check_seeds(cluster: &Cluster, config: &Config, seeds: &[String]) -> Re
 
 /// `--join`: asks the members in `seeds` to add this node as a learner (which answers once it has
 /// caught up), then to promote it, retrying until the cluster answers.
+/// A client of exactly one seed, sending each write once: a join goes through the seeds in turn
+/// itself, and adding a learner waits for it to catch up (up to the seed's learner timeout).
+fn seed_client(seed: &str, config: &Config) -> Result<Client, leafraft_client::ClientError> {
+    Client::builder()
+        .nodes([seed])
+        .secret_opt(config.secret.clone())
+        .discover(false)
+        .retry_until_timeout(false)
+        .timeout(Duration::from_secs(90))
+        .attempt_timeout(Duration::from_secs(90))
+        .build()
+}
+
 async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), Refusal> {
     let mut backoff = Duration::from_millis(200);
     let mut added = false;
@@ -198,7 +210,10 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
             check_seeds(cluster, config, seeds).await?;
         }
         for seed in seeds {
-            let client = Client::new(&format!("http://{seed}"), config.secret.clone());
+            let client = match seed_client(seed, config) {
+                Ok(client) => client,
+                Err(e) => return Err(Refusal(format!("cannot ask {seed} to be added: {e}"))),
+            };
             if !added {
                 tracing::info!(seed = %seed, "join: asking to be added as a learner; waits until caught up");
                 match client.add_learner_as(config.node_id, &config.advertise, Some(&incarnation)).await {
@@ -206,7 +221,7 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
                         tracing::info!(seed = %seed, "joined the cluster as a learner");
                         added = true;
                     }
-                    Err(e) if e.code() == Some(ErrorCode::ClusterMismatch) => {
+                    Err(e) if e.code() == Some(leafraft_client::ErrorCode::ClusterMismatch) => {
                         return Err(Refusal(format!("refusing to join as node {}: {e}", config.node_id)));
                     }
                     Err(e) => {
@@ -224,12 +239,12 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
                     return Ok(());
                 }
                 Err(e)
-                    if e.code() == Some(ErrorCode::NotALearner)
+                    if e.code() == Some(leafraft_client::ErrorCode::NotALearner)
                         && cluster.status().voters.contains(&config.node_id) =>
                 {
                     return Ok(());
                 }
-                Err(e) if e.code() == Some(ErrorCode::ClusterMismatch) => {
+                Err(e) if e.code() == Some(leafraft_client::ErrorCode::ClusterMismatch) => {
                     return Err(Refusal(format!("refusing to join as node {}: {e}", config.node_id)));
                 }
                 Err(e) => tracing::warn!(seed = %seed, error = %e, "join: cannot be promoted yet"),

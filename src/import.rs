@@ -26,11 +26,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-use crate::api::MaxId;
-use crate::api::TagView;
-use crate::api::UpdateTag;
-use crate::client::Client;
-use crate::client::ClientError;
+use leafraft_client::Client;
+use leafraft_client::ClientError;
+use leafraft_client::NewTag;
+use leafraft_client::Tag;
+use leafraft_client::TagUpdate;
 
 /// One good row of the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,9 +175,9 @@ pub struct Existing {
 }
 
 impl Existing {
-    /// The replicated fields of an API answer (`None` if `max_id` is not a number).
-    pub fn from_view(view: &TagView) -> Option<Existing> {
-        Some(Existing { max_id: view.max_id.parse().ok()?, step: view.step, description: view.description.clone() })
+    /// The replicated fields of an API answer.
+    pub fn from_view(view: &Tag) -> Existing {
+        Existing { max_id: view.max_id, step: view.step, description: view.description.clone() }
     }
 }
 
@@ -304,13 +304,19 @@ pub async fn apply(
         let result = match change {
             Change::Unchanged(_) => Ok(()),
             Change::Create(row) => {
-                client.create_tag(&row.tag, Some(row.max_id), Some(row.step), row.description.clone()).await.map(|_| ())
+                let tag = NewTag {
+                    tag: row.tag.clone(),
+                    max_id: Some(row.max_id),
+                    step: Some(row.step),
+                    description: row.description.clone(),
+                };
+                client.create_tag(&tag).await.map(|_| ())
             }
             Change::Update { row, max_id, step, description } => {
-                let update = UpdateTag {
+                let update = TagUpdate {
                     step: step.map(|(_, to)| to),
                     description: description.as_ref().map(|(_, to)| to.clone()),
-                    max_id: max_id.map(|(_, to)| MaxId(to)),
+                    max_id: max_id.map(|(_, to)| to),
                 };
                 client.update_tag(&row.tag, &update).await.map(|_| ())
             }
@@ -338,7 +344,7 @@ pub async fn run(client: &Client, file: &Path, dry_run: bool) -> Result<(), Stri
     }
     let tags = client.list_tags_consistent().await.map_err(|e| format!("cannot read the cluster's tags: {e}"))?;
     let existing: BTreeMap<String, Existing> =
-        tags.iter().filter_map(|view| Some((view.tag.clone(), Existing::from_view(view)?))).collect();
+        tags.iter().map(|view| (view.tag.clone(), Existing::from_view(view))).collect();
     let changes = plan(&rows, &existing).map_err(bad_rows)?;
     if dry_run {
         for change in &changes {

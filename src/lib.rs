@@ -4,19 +4,20 @@
 //!
 //! # Layout
 //! - [`config`]: `Config`, resolved from flags, `LEAFRAFT_*` variables and a TOML file.
-//! - [`cli`]: the clap command line; nothing else sees clap.
+//! - [`cli`]: the command line: its arguments (clap; nothing else sees clap) and the commands,
+//!   which talk to a cluster through the client library (`leafraft-client`).
 //! - [`node`]: `run`, one node from start to graceful stop (store, Raft, HTTP, bootstrap).
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
-//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator).
+//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator),
+//!   re-exported from the `leafraft-ids` crate that the client library (`leafraft-client`) shares.
 //! - [`segments`], [`snowflakes`]: the ID services that feed the engines with Raft-committed
 //!   claims and worker leases.
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
 //! - [`failstop`]: the watchers that stop a node whose storage fails.
 //! - [`import`]: `leafraft tag import`, moving a Leaf `leaf_alloc` table over.
-//! - [`client`]: a typed client of the API for the CLI and the tests.
 //! - [`planted`]: bugs planted on purpose (debug builds only) to prove the chaos checker fails.
 //! - [`backup`]: the backup file of `GET /v1/backup` and `leafraft backup`.
 //! - [`recover`]: `leafraft recover`, a new cluster from a survivor or a backup after a lost
@@ -28,7 +29,6 @@ pub mod api;
 pub mod backup;
 pub mod bootstrap;
 pub mod cli;
-pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;

@@ -1,13 +1,8 @@
-//! The ID engines: pure, synchronous, no I/O and no clock reads (time is a parameter), so they
-//! can be property-tested. The service layer (`crate::segments`) does the Raft calls.
+//! The ID engines, re-exported from the workspace crate `leafraft-ids` (`ids/`), which the client
+//! library (`leafraft-client`) shares: pure, synchronous, no I/O and no clock reads (time is a
+//! parameter). The service layer (`crate::segments`, `crate::snowflakes`) does the Raft calls.
 //!
-//! **Architecture Invariant:** nothing in `engine` uses anything else from this crate.
+//! **Architecture Invariant:** this module only re-exports; the engines live in `ids/` and depend
+//! on nothing (`tidy::the_engines_do_no_io_read_no_clock_and_depend_on_nothing`).
 
-pub mod segment;
-pub mod snowflake;
-pub mod step;
-
-pub use segment::IdRange;
-pub use segment::SegmentBuffer;
-pub use segment::Take;
-pub use step::StepPolicy;
+pub use leafraft_ids::*;

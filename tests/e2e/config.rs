@@ -78,7 +78,7 @@ async fn a_flag_beats_the_environment_which_beats_the_config_file() {
         &log,
     );
 
-    let client = leafraft::client::Client::new(&env_listen, None);
+    let client = crate::harness::client_of(&env_listen, None);
     let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
     let status = wait_until(TIMEOUT, "the node to lead itself on the environment's address", || async {
         let status = client.cluster_status().await.map_err(|e| format!("{e}; log:\n{}", read_log()))?;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use std::time::Instant;
 
 use leafraft::cluster::Forwarded;
-use leafraft::error::ErrorCode;
 use raft::typ;
 
+use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
 use crate::stand_in::with_stand_in_leader;
 
@@ -23,7 +23,7 @@ const EXIT_LIMIT: Duration = Duration::from_secs(2);
 async fn one_node(cluster: &mut ProcessCluster) {
     cluster.start_node(1, &[]);
     cluster.wait_ready(1, TIMEOUT).await;
-    cluster.client(1).create_tag("order", None, None, None).await.expect("create a tag");
+    cluster.client(1).create_tag(&new_tag("order", None, None, None)).await.expect("create a tag");
 }
 
 /// Waits for the exit and checks it is a failure with the fail-stop line in the log, naming one
@@ -73,7 +73,7 @@ async fn a_node_whose_raft_stops_on_a_storage_error_exits_non_zero() {
     let mut cluster = ProcessCluster::new();
     one_node(&mut cluster).await;
     for tag in ["invoice", "after"] {
-        cluster.client(1).create_tag(tag, None, None, None).await.expect("create another tag");
+        cluster.client(1).create_tag(&new_tag(tag, None, None, None)).await.expect("create another tag");
     }
     // A graceful stop flushes the state machine: the entry stays applied.
     cluster.terminate(1, TIMEOUT).await;
@@ -124,11 +124,11 @@ async fn requests_in_flight_at_a_storage_failure_are_answered_with_an_error() {
     })
     .await;
     let client = cluster.client(1);
-    let create = tokio::spawn(async move { client.create_tag("in-flight", None, None, None).await });
+    let create = tokio::spawn(async move { client.create_tag(&new_tag("in-flight", None, None, None)).await });
     forwarded.recv().await.expect("the create reached the stand-in leader");
     std::fs::remove_dir_all(cluster.data_dir(1)).expect("remove the data directory");
     let broken = Instant::now();
     let answer = create.await.expect("the request task").expect_err("the create cannot succeed");
-    assert_eq!(answer.code(), Some(ErrorCode::NoLeader), "{answer}");
+    assert_eq!(answer.code(), Some(leafraft_client::ErrorCode::NoLeader), "{answer}");
     assert_fail_stop(&mut cluster, broken, &["is gone", "raft stopped"]).await;
 }

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use std::time::Instant;
 
-use leafraft::api::MaxId;
-use leafraft::api::UpdateTag;
+use leafraft_client::TagUpdate;
 use reqwest::Method;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -72,8 +72,9 @@ async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
     let mut cluster = ProcessCluster::start(3);
     let mut history = MaxIdHistory::default();
     let mut leader = cluster.wait_leader(TIMEOUT).await;
-    let created = cluster.client(leader).create_tag("order", Some(1000), Some(100), None).await.expect("create order");
-    history.commit("order", created.max_id.parse().unwrap());
+    let created =
+        cluster.client(leader).create_tag(&new_tag("order", Some(1000), Some(100), None)).await.expect("create order");
+    history.commit("order", created.max_id);
 
     let mut failovers = Vec::new();
     for round in 1..=2u64 {
@@ -94,12 +95,12 @@ async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
         let follower = [1, 2, 3].into_iter().find(|&id| id != old && id != leader).expect("a follower");
         let client = cluster.client(follower);
         let name = format!("after-kill-{round}");
-        let tag = client.create_tag(&name, None, None, None).await.expect("create after the failover");
-        history.commit(&name, tag.max_id.parse().unwrap());
+        let tag = client.create_tag(&new_tag(&name, None, None, None)).await.expect("create after the failover");
+        history.commit(&name, tag.max_id);
         let raised = 1000 + 10_000 * round;
-        let update = UpdateTag { max_id: Some(MaxId(raised)), ..Default::default() };
+        let update = TagUpdate { max_id: Some(raised), ..Default::default() };
         let tag = client.update_tag("order", &update).await.expect("raise max_id after the failover");
-        assert_eq!(tag.max_id, raised.to_string());
+        assert_eq!(tag.max_id, raised);
         history.commit("order", raised);
         for id in [leader, follower] {
             history.observe(&mut cluster, id, true).await;
@@ -115,8 +116,8 @@ async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
                 return Err(format!("applied {:?} of {target:?}", status.applied_index));
             }
             let tags = client.list_tags().await.map_err(|e| e.to_string())?;
-            let order = tags.iter().find(|t| t.tag == "order").map(|t| t.max_id.clone());
-            if tags.iter().any(|t| t.tag == name) && order == Some(raised.to_string()) {
+            let order = tags.iter().find(|t| t.tag == "order").map(|t| t.max_id);
+            if tags.iter().any(|t| t.tag == name) && order == Some(raised) {
                 Ok(())
             } else {
                 Err(format!("tags {:?}", tags.iter().map(|t| (&t.tag, &t.max_id)).collect::<Vec<_>>()))
@@ -142,7 +143,7 @@ async fn a_paused_leader_is_replaced_and_follows_when_resumed() {
     let mut cluster = ProcessCluster::start(3);
     let mut history = MaxIdHistory::default();
     let paused = cluster.wait_leader(TIMEOUT).await;
-    cluster.client(paused).create_tag("order", Some(1000), None, None).await.expect("create order");
+    cluster.client(paused).create_tag(&new_tag("order", Some(1000), None, None)).await.expect("create order");
     history.commit("order", 1000);
 
     cluster.signal(paused, libc::SIGSTOP);
@@ -163,7 +164,7 @@ async fn a_paused_leader_is_replaced_and_follows_when_resumed() {
         }
     })
     .await;
-    let update = UpdateTag { max_id: Some(MaxId(50_000)), ..Default::default() };
+    let update = TagUpdate { max_id: Some(50_000), ..Default::default() };
     cluster.client(leader).update_tag("order", &update).await.expect("raise max_id while the old leader sleeps");
     history.commit("order", 50_000);
 
@@ -172,7 +173,7 @@ async fn a_paused_leader_is_replaced_and_follows_when_resumed() {
     let client = cluster.client(paused);
     wait_until(TIMEOUT, "the resumed node to apply the raise", || async {
         let tag = client.get_tag("order").await.map_err(|e| e.to_string())?;
-        if tag.max_id == "50000" {
+        if tag.max_id == 50_000 {
             Ok(())
         } else {
             Err(format!("max_id {}", tag.max_id))

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::harness::Timing;
@@ -84,13 +85,13 @@ async fn a_single_node_without_flags_serves_at_once_and_keeps_its_identity() {
     let mut cluster = ProcessCluster::new();
     cluster.start_node(1, &[]);
     cluster.wait_ready(1, TIMEOUT).await;
-    let has_cluster_id = |s: &leafraft::cluster::ClusterStatus| match (&s.cluster_id, s.voters.as_slice()) {
+    let has_cluster_id = |s: &leafraft_client::ClusterStatus| match (&s.cluster_id, s.voters.as_slice()) {
         (Some(_), [1]) => Ok(()),
         _ => Err("no cluster ID yet".to_string()),
     };
     let first = cluster.wait_status(1, TIMEOUT, "the cluster ID", has_cluster_id).await;
     assert_ne!(first.incarnations["1"], "0000000000000000", "{first:?}");
-    cluster.client(1).create_tag("t", None, None, None).await.expect("create a tag");
+    cluster.client(1).create_tag(&new_tag("t", None, None, None)).await.expect("create a tag");
 
     cluster.terminate(1, TIMEOUT).await;
     cluster.restart(1);

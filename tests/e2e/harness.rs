@@ -23,8 +23,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
-use leafraft::client::Client;
-use leafraft::cluster::ClusterStatus;
+use leafraft_client::Client;
+use leafraft_client::ClusterStatus;
+use leafraft_client::NewTag;
 use reqwest::Method;
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -78,6 +79,25 @@ where
             Err(_) => tokio::time::sleep(POLL).await,
         }
     }
+}
+
+/// A client of exactly the node at `url` (no discovery, no failover, one attempt per call), as
+/// tests that look at one node's answers need.
+pub fn client_of(url: &str, secret: Option<String>) -> Client {
+    Client::builder()
+        .nodes([url])
+        .secret_opt(secret)
+        .discover(false)
+        .retry_until_timeout(false)
+        .timeout(Duration::from_secs(90))
+        .attempt_timeout(Duration::from_secs(90))
+        .build()
+        .expect("a client of one node")
+}
+
+/// The body of `POST /v1/tags`.
+pub fn new_tag(tag: &str, max_id: Option<u64>, step: Option<u64>, description: Option<String>) -> NewTag {
+    NewTag { tag: tag.to_string(), max_id, step, description }
 }
 
 /// One node of the cluster: where it lives and its current process, if any.
@@ -367,7 +387,7 @@ impl ProcessCluster {
     /// A typed client of `id` (with the cluster's secret).
     pub fn client(&mut self, id: u64) -> Client {
         let url = self.url(id);
-        Client::new(&url, self.secret.clone())
+        client_of(&url, self.secret.clone())
     }
 
     /// `/v1/cluster` of `id`.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use openraft::Vote;
 use raft::typ;
 
+use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -52,7 +53,7 @@ async fn regression_a_sixteen_byte_body_aborts_the_node() {
     cluster.start_node(1, &[]);
     cluster.wait_ready(1, TIMEOUT).await;
     let client = cluster.client(1);
-    client.create_tag("order", None, None, None).await.expect("create a tag");
+    client.create_tag(&new_tag("order", None, None, None)).await.expect("create a tag");
     let term = cluster.status(1).await.expect("status").term;
 
     let mut sixteen = vec![0u8; 8];

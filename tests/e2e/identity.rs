@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use leafraft::cluster::ClusterStatus;
+use leafraft_client::ClusterStatus;
 use reqwest::Method;
 
 use crate::harness::assert_error;
 use crate::harness::error_code;
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::ids::metric;
@@ -104,7 +105,7 @@ async fn a_second_cluster_on_the_same_hosts_cannot_join_vote_or_append() {
     let left = 3 - gone;
     a.kill(gone);
     let client = a.client(left);
-    let write = client.create_tag("after-split", None, None, None).await;
+    let write = client.create_tag(&new_tag("after-split", None, None, None)).await;
     assert!(write.is_err(), "node {left} alone with an impostor must not commit: {write:?}");
     assert!(refusals(&mut a, left, "cluster_id").await >= 1.0);
 }

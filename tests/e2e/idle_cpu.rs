@@ -4,6 +4,7 @@
 use std::time::Duration;
 use std::time::Instant;
 
+use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
 use crate::snowflake_ids::wait_snowflake_ready;
 
@@ -44,7 +45,7 @@ async fn serving_cluster() -> (ProcessCluster, u64, Vec<u64>) {
     for id in [1, 2, 3] {
         wait_snowflake_ready(&mut cluster, id, TIMEOUT).await;
     }
-    cluster.client(leader).create_tag("order", None, None, None).await.expect("create a tag");
+    cluster.client(leader).create_tag(&new_tag("order", None, None, None)).await.expect("create a tag");
     let followers = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
     (cluster, leader, followers)
 }

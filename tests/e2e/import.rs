@@ -10,6 +10,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::ProcessCluster;
 
@@ -106,7 +107,7 @@ async fn an_export_creates_tags_and_importing_it_again_changes_nothing() {
     assert!(stdout.contains("raise     coupon: max_id 5 -> 500"), "{stdout}");
     assert!(stdout.contains("update    message: step 10 -> 20, description \"\" -> \"notes\""), "{stdout}");
     let ids = cluster.client(follower).segment_ids("coupon", 2).await.expect("IDs of coupon");
-    assert_eq!(ids, ["500", "501"], "IDs continue from the imported max_id");
+    assert_eq!(ids, [500, 501], "IDs continue from the imported max_id");
 }
 
 /// A row whose `max_id` is below the cluster's rejects the whole file before anything is applied:
@@ -116,7 +117,7 @@ async fn an_export_creates_tags_and_importing_it_again_changes_nothing() {
 async fn a_row_that_would_lower_max_id_rejects_the_whole_file() {
     let mut cluster = ProcessCluster::start(1);
     cluster.wait_leader(TIMEOUT).await;
-    cluster.client(1).create_tag("order", Some(5000), Some(100), Some("kept".into())).await.expect("create");
+    cluster.client(1).create_tag(&new_tag("order", Some(5000), Some(100), Some("kept".into()))).await.expect("create");
     let before = tags(&mut cluster, 1).await;
 
     let (_dir, path) = file("fresh\t1\t1000\tnew\norder\t4000\t100\tkept\n");
@@ -152,8 +153,8 @@ async fn one_bad_row_rejects_the_whole_file_and_a_dry_run_changes_nothing() {
     assert!(stderr.contains("2 bad row(s); nothing applied"), "{stderr}");
     assert!(tags(&mut cluster, 1).await.is_empty(), "a rejected file created tags");
 
-    cluster.client(1).create_tag("old", Some(10), Some(5), None).await.expect("create");
-    cluster.client(1).create_tag("same", Some(7), Some(5), None).await.expect("create");
+    cluster.client(1).create_tag(&new_tag("old", Some(10), Some(5), None)).await.expect("create");
+    cluster.client(1).create_tag(&new_tag("same", Some(7), Some(5), None)).await.expect("create");
     let before = tags(&mut cluster, 1).await;
     let (_dir2, good) = file("new\t1\t1000\t\nold\t20\t5\t\nsame\t7\t5\n");
     let output = import(&mut cluster, 1, &good, true).await;

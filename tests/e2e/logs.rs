@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -33,8 +34,8 @@ async fn json_logs_are_one_object_per_line_with_an_info_line_per_durable_decisio
     let mut cluster = ProcessCluster::new().start_members_with(&[1], &["--log-format", "json"]);
     cluster.wait_leader(TIMEOUT).await;
     let client = cluster.client(1);
-    client.create_tag("order", None, Some(10), None).await.expect("create");
-    let update = leafraft::api::UpdateTag { step: Some(20), ..Default::default() };
+    client.create_tag(&new_tag("order", None, Some(10), None)).await.expect("create");
+    let update = leafraft_client::TagUpdate { step: Some(20), ..Default::default() };
     client.update_tag("order", &update).await.expect("update");
     client.segment_ids("order", 15).await.expect("segment IDs");
     wait_until(TIMEOUT, "snowflake IDs", || async { client.snowflake_ids(2).await.map_err(|e| e.to_string()) }).await;

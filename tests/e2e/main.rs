@@ -6,6 +6,7 @@ mod ids;
 mod snowflake_ids;
 mod stand_in;
 
+mod client_library;
 mod fail_stop;
 mod failover;
 mod formation;

@@ -5,11 +5,12 @@
 use std::process::Output;
 use std::time::Duration;
 
-use leafraft::cluster::ClusterStatus;
+use leafraft_client::ClusterStatus;
 use reqwest::Method;
 
 use crate::harness::assert_error;
 use crate::harness::free_port;
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -49,7 +50,11 @@ fn voters_are(expected: &'static [u64]) -> impl Fn(&ClusterStatus) -> Result<(),
 async fn a_node_started_with_join_becomes_a_voter_and_serves_reads() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
-    cluster.client(leader).create_tag("before-join", Some(777), None, None).await.expect("create before join");
+    cluster
+        .client(leader)
+        .create_tag(&new_tag("before-join", Some(777), None, None))
+        .await
+        .expect("create before join");
 
     let seed = cluster.addr(2);
     cluster.start_node(4, &["--join", &seed]);
@@ -62,13 +67,13 @@ async fn a_node_started_with_join_becomes_a_voter_and_serves_reads() {
     assert_eq!(status.nodes.get("4"), Some(&cluster.addr(4)), "{status:?}");
 
     let joined = cluster.client(4);
-    assert_eq!(joined.get_tag("before-join").await.expect("read on the new node").max_id, "777");
-    cluster.client(1).create_tag("after-join", None, Some(10), None).await.expect("create after join");
+    assert_eq!(joined.get_tag("before-join").await.expect("read on the new node").max_id, 777);
+    cluster.client(1).create_tag(&new_tag("after-join", None, Some(10), None)).await.expect("create after join");
     let (status, body) = cluster.request(4, Method::GET, "/v1/tags/after-join?consistent=true", None, None).await;
     assert_eq!(status.as_u16(), 200, "{body}");
     assert_eq!(body["step"], 10);
     // A write through the new node is forwarded to the leader.
-    joined.create_tag("via-node-4", None, None, None).await.expect("write through the new node");
+    joined.create_tag(&new_tag("via-node-4", None, None, None)).await.expect("write through the new node");
     let leader = cluster.wait_leader(TIMEOUT).await;
     let leader_client = cluster.client(leader);
     wait_until(TIMEOUT, "the leader to list the tag written through node 4", || async {

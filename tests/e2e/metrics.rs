@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -191,7 +192,7 @@ async fn metrics_parse_and_hold_every_series_the_spec_lists() {
     let leader = cluster.wait_leader(TIMEOUT).await;
     let f = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     let client = cluster.client(f);
-    client.create_tag("order", None, Some(1000), None).await.expect("create");
+    client.create_tag(&new_tag("order", None, Some(1000), None)).await.expect("create");
     wait_until(TIMEOUT, "IDs of 'order' on the follower", || async {
         client.segment_ids("order", 10).await.map_err(|e| e.to_string())
     })

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::ids::fetch;
@@ -35,7 +36,7 @@ async fn a_node_without_quorum_serves_its_buffers_then_fails_fast_and_recovers()
     let leader = cluster.wait_leader(TIMEOUT).await;
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("HTTP client");
     let url = cluster.url(3);
-    cluster.client(1).create_tag(TAG, None, Some(100), None).await.expect("create");
+    cluster.client(1).create_tag(&new_tag(TAG, None, Some(100), None)).await.expect("create");
     let (status, body) = cluster.request(3, reqwest::Method::GET, "/v1/tags/nq?consistent=true", None, None).await;
     assert_eq!(status.as_u16(), 200, "{body}");
 

@@ -4,10 +4,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use leafraft::api::TagView;
-use leafraft::cluster::ClusterStatus;
+use leafraft_client::ClusterStatus;
+use leafraft_client::Tag;
 
 use crate::harness::files_below;
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -15,11 +16,9 @@ use crate::harness::ProcessCluster;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The replicated part of a tag (its `buffers` are the node's own).
-fn replicated(tags: &[TagView]) -> Vec<(String, String, u64, String, String, String)> {
+fn replicated(tags: &[Tag]) -> Vec<(String, u64, u64, String, String, String)> {
     tags.iter()
-        .map(|t| {
-            (t.tag.clone(), t.max_id.clone(), t.step, t.description.clone(), t.created_at.clone(), t.updated_at.clone())
-        })
+        .map(|t| (t.tag.clone(), t.max_id, t.step, t.description.clone(), t.created_at.clone(), t.updated_at.clone()))
         .collect()
 }
 
@@ -72,7 +71,7 @@ fn garbage(len: u32) -> Vec<u8> {
 async fn assert_corrupt_stores_refused(variants: &[(&str, Corruption<'_>)]) {
     let mut cluster = ProcessCluster::start(1);
     cluster.wait_leader(TIMEOUT).await;
-    cluster.client(1).create_tag("order", Some(42), None, None).await.expect("create a tag");
+    cluster.client(1).create_tag(&new_tag("order", Some(42), None, None)).await.expect("create a tag");
     cluster.terminate(1, Duration::from_secs(10)).await;
     let dir = cluster.data_dir(1);
     let good = dir.with_extension("good");
@@ -84,7 +83,7 @@ async fn assert_corrupt_stores_refused(variants: &[(&str, Corruption<'_>)]) {
     // The good copy opens: what follows is about the damage alone.
     cluster.restart(1);
     cluster.wait_ready(1, TIMEOUT).await;
-    assert_eq!(cluster.client(1).get_tag("order").await.expect("the tag survives a restart").max_id, "42");
+    assert_eq!(cluster.client(1).get_tag("order").await.expect("the tag survives a restart").max_id, 42);
     cluster.terminate(1, Duration::from_secs(10)).await;
 
     for (what, corrupt) in variants {
@@ -121,8 +120,11 @@ async fn a_wiped_member_is_rebuilt_by_the_documented_procedure() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
     let leader_client = cluster.client(leader);
-    leader_client.create_tag("order", Some(5000), Some(100), Some("orders".into())).await.expect("create order");
-    leader_client.create_tag("coupon", None, None, None).await.expect("create coupon");
+    leader_client
+        .create_tag(&new_tag("order", Some(5000), Some(100), Some("orders".into())))
+        .await
+        .expect("create order");
+    leader_client.create_tag(&new_tag("coupon", None, None, None)).await.expect("create coupon");
     let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
     rebuild(&mut cluster, leader, followers[0], followers[1], "while-out").await;
     assert_eq!(cluster.wait_leader(TIMEOUT).await, leader);
@@ -136,7 +138,7 @@ async fn a_wiped_member_is_rebuilt_by_the_documented_procedure() {
 async fn a_member_rebuilt_twice_comes_back() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
-    cluster.client(leader).create_tag("order", Some(5000), Some(100), None).await.expect("create order");
+    cluster.client(leader).create_tag(&new_tag("order", Some(5000), Some(100), None)).await.expect("create order");
     let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
     rebuild(&mut cluster, leader, followers[0], followers[1], "while-out-1").await;
     rebuild(&mut cluster, leader, followers[0], followers[1], "while-out-2").await;
@@ -167,7 +169,10 @@ async fn rebuild(cluster: &mut ProcessCluster, leader: u64, rebuilt: u64, health
 
     // 2. Wipe its data directory.
     std::fs::remove_dir_all(cluster.data_dir(rebuilt)).expect("wipe the data directory");
-    leader_client.create_tag(written_while_out, Some(9), None, None).await.expect("write while the node is out");
+    leader_client
+        .create_tag(&new_tag(written_while_out, Some(9), None, None))
+        .await
+        .expect("write while the node is out");
 
     // 3. Start it empty with --join (same ID and address).
     let seed = cluster.addr(healthy);

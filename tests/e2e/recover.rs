@@ -8,9 +8,10 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leafraft::client::Client;
+use leafraft_client::Client;
 
 use crate::harness::files_below;
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -45,10 +46,6 @@ impl Served {
     }
 }
 
-fn parse(ids: Vec<String>) -> Vec<u64> {
-    ids.iter().map(|id| id.parse().unwrap_or_else(|e| panic!("ID {id:?}: {e}"))).collect()
-}
-
 /// `rounds` requests of `count` segment IDs of `tag` from `client`, and `count` snowflake IDs (once
 /// the node holds a worker).
 async fn take(client: &Client, tag: &str, rounds: usize, count: u64) -> Served {
@@ -60,12 +57,12 @@ async fn take(client: &Client, tag: &str, rounds: usize, count: u64) -> Served {
             client.segment_ids(tag, count).await.map_err(|e| e.to_string())
         })
         .await;
-        served.segment.extend(parse(ids));
+        served.segment.extend(ids);
     }
     let snowflake =
         wait_until(TIMEOUT, "snowflake IDs", || async { client.snowflake_ids(count).await.map_err(|e| e.to_string()) })
             .await;
-    served.snowflake.extend(parse(snowflake));
+    served.snowflake.extend(snowflake);
     served
 }
 
@@ -97,7 +94,7 @@ async fn serve_recovered(cluster: &mut ProcessCluster, id: u64, dir: PathBuf, ot
     }
     let mut expected: Vec<u64> = others.iter().copied().chain([id]).collect();
     expected.sort_unstable();
-    let all_voters = move |s: &leafraft::cluster::ClusterStatus| match s.voters == expected {
+    let all_voters = move |s: &leafraft_client::ClusterStatus| match s.voters == expected {
         true => Ok(()),
         false => Err("not every member is a voter yet".to_string()),
     };
@@ -112,7 +109,7 @@ async fn serve_recovered(cluster: &mut ProcessCluster, id: u64, dir: PathBuf, ot
 async fn a_majority_lost_for_good_is_recovered_from_a_lagging_survivor() {
     let mut cluster = ProcessCluster::start(3);
     cluster.wait_leader(TIMEOUT).await;
-    cluster.client(1).create_tag("t", None, Some(10), None).await.expect("create t");
+    cluster.client(1).create_tag(&new_tag("t", None, Some(10), None)).await.expect("create t");
     let mut before = Served::default();
     for id in 1..=3 {
         before.extend(&take(&cluster.client(id), "t", 3, 10).await);
@@ -154,7 +151,7 @@ async fn a_majority_lost_for_good_is_recovered_from_a_lagging_survivor() {
 async fn a_backup_restored_twice_on_fresh_machines_never_reissues() {
     let mut old = ProcessCluster::new().with_secret(SECRET).start_members(&[1, 2, 3]);
     old.wait_leader(TIMEOUT).await;
-    old.client(1).create_tag("t", None, Some(10), None).await.expect("create t");
+    old.client(1).create_tag(&new_tag("t", None, Some(10), None)).await.expect("create t");
     let mut served = take(&old.client(2), "t", 3, 10).await;
 
     let file = old.temp_path("cluster.backup");
@@ -197,7 +194,7 @@ async fn a_backup_restored_twice_on_fresh_machines_never_reissues() {
 async fn recover_refuses_what_it_cannot_use() {
     let mut cluster = ProcessCluster::start(1);
     cluster.wait_leader(TIMEOUT).await;
-    cluster.client(1).create_tag("t", None, None, None).await.expect("create t");
+    cluster.client(1).create_tag(&new_tag("t", None, None, None)).await.expect("create t");
     let (file, url) = (cluster.temp_path("good.backup"), cluster.url(1));
     let file_text = file.display().to_string();
     assert!(run_binary(&["backup", "--server", &url, "--out", &file_text], TIMEOUT).await.status.success());

@@ -4,6 +4,7 @@
 use std::time::Duration;
 use std::time::Instant;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::ids::fetch;
@@ -19,7 +20,7 @@ use crate::ids::IdSet;
 async fn a_follower_claims_from_the_new_leader_while_the_old_one_is_paused() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(Duration::from_secs(20)).await;
-    cluster.client(leader).create_tag("p", None, Some(100), None).await.expect("create");
+    cluster.client(leader).create_tag(&new_tag("p", None, Some(100), None)).await.expect("create");
     let follower = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     let url = cluster.url(follower);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().expect("HTTP client");

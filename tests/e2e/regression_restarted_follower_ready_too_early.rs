@@ -12,6 +12,7 @@ use std::time::Duration;
 use raft::typ;
 use reqwest::Method;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::harness::Timing;
@@ -58,7 +59,7 @@ async fn regression_a_restarted_follower_is_ready_before_reapplying() {
     }
     let follower = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     let other = [1, 2, 3].into_iter().find(|&id| id != leader && id != follower).expect("another follower");
-    cluster.client(leader).create_tag("order", None, None, None).await.expect("create a tag");
+    cluster.client(leader).create_tag(&new_tag("order", None, None, None)).await.expect("create a tag");
     let client = cluster.client(follower);
     wait_until(TIMEOUT, "the follower to serve the new tag", || async {
         client.get_tag("order").await.map(|_| ()).map_err(|e| e.to_string())

@@ -13,9 +13,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use leafraft::cluster::ClusterStatus;
+use leafraft_client::ClusterStatus;
 
 use crate::harness::files_below;
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -44,9 +45,8 @@ struct Run {
 }
 
 impl Run {
-    fn record(&mut self, node: u64, ids: Vec<String>) {
+    fn record(&mut self, node: u64, ids: Vec<u64>) {
         for id in ids {
-            let id: u64 = id.parse().expect("a decimal ID");
             assert!(self.seen.insert(id), "ID {id} handed out twice (the second time by node {node})");
         }
     }
@@ -69,7 +69,7 @@ async fn steps_one_to_three() -> Run {
     let leader = cluster.wait_leader(TIMEOUT).await;
     let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
     let roles = Roles { served: leader, wiped: followers[0], stale: followers[1] };
-    cluster.client(leader).create_tag("t", None, Some(10), None).await.expect("create tag t with step 10");
+    cluster.client(leader).create_tag(&new_tag("t", None, Some(10), None)).await.expect("create tag t with step 10");
     let mut run = Run { cluster, roles, seen: BTreeSet::new(), max_after_step_3: 0 };
     // 1. A few IDs on every node.
     for id in [1, 2, 3] {
@@ -87,7 +87,7 @@ async fn steps_one_to_three() -> Run {
         assert!(run.take(roles.served, 10).await, "node {} must serve while two of three run", roles.served);
     }
     let tag = run.cluster.client(roles.served).get_tag("t").await.expect("read t");
-    run.max_after_step_3 = tag.max_id.parse().expect("max_id");
+    run.max_after_step_3 = tag.max_id;
     // 4. Both die.
     run.cluster.kill(roles.served);
     run.cluster.kill(roles.wiped);
@@ -134,7 +134,7 @@ async fn steps_five_and_six(mut run: Run, refusal: &[&str], stale_counts: Option
     let client = run.cluster.client(served);
     let max_id: u64 = wait_until(TIMEOUT, "a consistent read of t", || async {
         let tags = client.list_tags_consistent().await.map_err(|e| e.to_string())?;
-        tags.iter().find(|t| t.tag == "t").map(|t| t.max_id.parse().expect("max_id")).ok_or("no tag t".into())
+        tags.iter().find(|t| t.tag == "t").map(|t| t.max_id).ok_or("no tag t".into())
     })
     .await;
     assert!(max_id >= run.max_after_step_3, "max_id went back: {max_id} < {}", run.max_after_step_3);
@@ -230,7 +230,7 @@ async fn a_wiped_follower_restarted_beside_a_healthy_majority_exits_with_the_fix
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
     let wiped = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
-    cluster.client(leader).create_tag("t", None, None, None).await.expect("create t");
+    cluster.client(leader).create_tag(&new_tag("t", None, None, None)).await.expect("create t");
     cluster.kill(wiped);
     wipe(&cluster.data_dir(wiped));
     cluster.restart(wiped);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use reqwest::Method;
 
 use crate::harness::assert_error;
+use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -79,10 +80,13 @@ async fn a_non_loopback_listener_needs_a_secret_or_insecure() {
 
     cluster.start_node(1, &["--listen", &listen, "--advertise", &advertise, "--insecure"]);
     assert!(cluster.is_running(1));
-    let client = leafraft::client::Client::new(&advertise, None);
+    let client = crate::harness::client_of(&advertise, None);
     crate::harness::wait_until(TIMEOUT, "the insecure node to be ready", || async {
         client.ready().await.map_err(|e| e.to_string())
     })
     .await;
-    client.create_tag("open", None, None, None).await.expect("an insecure node takes writes without a secret");
+    client
+        .create_tag(&new_tag("open", None, None, None))
+        .await
+        .expect("an insecure node takes writes without a secret");
 }

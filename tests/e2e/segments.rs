@@ -9,6 +9,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::harness::assert_error;
+use crate::harness::new_tag;
 use crate::harness::run_binary;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -88,7 +89,7 @@ async fn segment_endpoints_answer_ids_and_the_spec_errors() {
     let http = http();
     let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
     let url = |id: u64| urls[usize::try_from(id - 1).unwrap()].as_str();
-    cluster.client(1).create_tag("ep", None, Some(100), None).await.expect("create through node 1");
+    cluster.client(1).create_tag(&new_tag("ep", None, Some(100), None)).await.expect("create through node 1");
     let mut served = IdSet::default();
 
     // As soon as a node has applied the create (a linearizable read waits for exactly that), it
@@ -257,7 +258,7 @@ async fn sigterm_gives_back_the_unused_tail_and_the_restart_reuses_nothing() {
         let (x, y) = if round == "follower" { (followers[0], followers[1]) } else { (leader, followers[0]) };
         let (only_x, shared) = (format!("only-x-{round}"), format!("shared-{round}"));
         for tag in [&only_x, &shared] {
-            cluster.client(y).create_tag(tag, None, Some(100), None).await.expect("create");
+            cluster.client(y).create_tag(&new_tag(tag, None, Some(100), None)).await.expect("create");
             tag_view(&mut cluster, x, tag, true).await;
         }
         let (url_x, url_y) = (cluster.url(x), cluster.url(y));
@@ -306,7 +307,7 @@ async fn preload_loads_every_tag_before_the_first_request() {
     let leader = cluster.wait_leader(TIMEOUT).await;
     let tags = ["pre-a", "pre-b", "pre-c"];
     for tag in tags {
-        cluster.client(leader).create_tag(tag, None, Some(50), None).await.expect("create");
+        cluster.client(leader).create_tag(&new_tag(tag, None, Some(50), None)).await.expect("create");
     }
     // Another node takes IDs of one tag first, so a preloaded range need not start at 1.
     let http = http();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 use crate::ids::fetch;
@@ -162,7 +163,7 @@ async fn no_id_is_handed_out_twice_under_load_while_leaders_are_killed_and_pause
     // moves around the tag's 100, so there are many claims and switches.
     let mut cluster = ProcessCluster::new().start_members_with(&NODES, &["--segment-duration-ms", "50"]);
     let first_leader = cluster.wait_leader(TIMEOUT).await;
-    cluster.client(first_leader).create_tag(TAG, None, Some(100), None).await.expect("create the tag");
+    cluster.client(first_leader).create_tag(&new_tag(TAG, None, Some(100), None)).await.expect("create the tag");
     for id in NODES {
         let (status, body) =
             cluster.request(id, reqwest::Method::GET, "/v1/tags/chaos?consistent=true", None, None).await;

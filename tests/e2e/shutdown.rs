@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -17,7 +18,7 @@ const SHUTDOWN_LINES: [&str; 4] =
 async fn sigterm_stops_a_node_in_order_with_status_zero() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
-    cluster.client(leader).create_tag("order", None, None, None).await.expect("create a tag");
+    cluster.client(leader).create_tag(&new_tag("order", None, None, None)).await.expect("create a tag");
 
     let took = cluster.terminate(leader, Duration::from_secs(5)).await;
     println!("node {leader} stopped {took:?} after SIGTERM");
@@ -32,7 +33,11 @@ async fn sigterm_stops_a_node_in_order_with_status_zero() {
 
     let next = cluster.wait_leader(TIMEOUT).await;
     assert_ne!(next, leader);
-    cluster.client(next).create_tag("while-down", None, None, None).await.expect("write while the node is down");
+    cluster
+        .client(next)
+        .create_tag(&new_tag("while-down", None, None, None))
+        .await
+        .expect("write while the node is down");
     cluster.restart(leader);
     cluster.wait_ready(leader, TIMEOUT).await;
     let client = cluster.client(leader);

@@ -20,8 +20,8 @@ use crate::snowflake_ids::fetch_ok;
 use crate::snowflake_ids::http_client;
 use crate::snowflake_ids::leaf_error;
 use crate::snowflake_ids::lease_of;
+use crate::snowflake_ids::leases;
 use crate::snowflake_ids::now_ms;
-use crate::snowflake_ids::parse_workers;
 use crate::snowflake_ids::utc_text;
 use crate::snowflake_ids::wait_lease;
 use crate::snowflake_ids::wait_snowflake_ready;
@@ -278,7 +278,7 @@ async fn a_gracefully_stopped_holder_releases_its_worker_down_to_its_last_timest
     let watcher = cluster.client(1);
     let released = wait_until(TIMEOUT, "node 1 to apply the release", || async {
         let view = watcher.workers().await.map_err(|e| e.to_string())?;
-        let lease = lease_of(&parse_workers(&view), worker);
+        let lease = lease_of(&leases(&view), worker);
         if lease.holder.is_none() {
             Ok(lease)
         } else {

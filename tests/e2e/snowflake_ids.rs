@@ -274,6 +274,21 @@ pub struct Lease {
     pub last_heartbeat_ms: u64,
 }
 
+/// The leases of a `/v1/workers` answer read through the client library.
+pub fn leases(view: &leafraft_client::Workers) -> Vec<Lease> {
+    view.workers
+        .iter()
+        .map(|w| Lease {
+            worker: w.worker_id.into(),
+            holder: w.holder,
+            epoch: w.epoch,
+            window_end_ms: w.window_end_ms,
+            floor_ms: w.floor_ms,
+            last_heartbeat_ms: w.last_heartbeat_ms,
+        })
+        .collect()
+}
+
 /// The worker registry as node `id` has applied it.
 pub async fn workers(cluster: &mut ProcessCluster, id: u64) -> Vec<Lease> {
     let (status, body) = cluster.request(id, reqwest::Method::GET, "/v1/workers", None, None).await;
@@ -317,7 +332,7 @@ pub async fn wait_lease(
     let client = cluster.client(observer);
     wait_until(Duration::from_secs(20), &format!("node {observer} to show worker {worker} {what}"), || async {
         let view = client.workers().await.map_err(|e| e.to_string())?;
-        let leases = parse_workers(&view);
+        let leases = leases(&view);
         match leases.iter().find(|l| l.worker == worker) {
             Some(lease) if check(lease) => Ok(*lease),
             _ => Err(format!("{leases:?}")),
@@ -334,7 +349,7 @@ pub async fn settled_lease(cluster: &mut ProcessCluster, nodes: &[u64], worker: 
         let mut seen = Vec::new();
         for client in &clients {
             let view = client.workers().await.map_err(|e| e.to_string())?;
-            seen.push(parse_workers(&view).into_iter().find(|l| l.worker == worker));
+            seen.push(leases(&view).into_iter().find(|l| l.worker == worker));
         }
         match seen.as_slice() {
             [Some(first), rest @ ..] if rest.iter().all(|l| l.as_ref() == Some(first)) => Ok(*first),
@@ -347,7 +362,7 @@ pub async fn settled_lease(cluster: &mut ProcessCluster, nodes: &[u64], worker: 
 /// How many Raft entries node `id` applies during `period` of wall time (for catching a node
 /// that proposes in a loop).
 pub async fn entries_applied_during(cluster: &mut ProcessCluster, id: u64, period: Duration) -> u64 {
-    let applied = |status: leafraft::cluster::ClusterStatus| status.applied_index.unwrap_or(0);
+    let applied = |status: leafraft_client::ClusterStatus| status.applied_index.unwrap_or(0);
     let before = applied(cluster.status(id).await.expect("cluster status"));
     tokio::time::sleep(period).await;
     let after = applied(cluster.status(id).await.expect("cluster status"));

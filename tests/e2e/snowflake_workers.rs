@@ -24,7 +24,7 @@ use crate::snowflake_ids::http_client;
 use crate::snowflake_ids::is_worker_unavailable;
 use crate::snowflake_ids::leaf_error;
 use crate::snowflake_ids::lease_of;
-use crate::snowflake_ids::parse_workers;
+use crate::snowflake_ids::leases;
 use crate::snowflake_ids::readiness;
 use crate::snowflake_ids::wait_lease;
 use crate::snowflake_ids::wait_snowflake_ready;
@@ -121,7 +121,7 @@ async fn wait_taken_over(cluster: &mut ProcessCluster, observer: u64, worker: u6
     let last_old = RefCell::new(old);
     let new = wait_until(TIMEOUT, &format!("worker {worker} to change hands"), || async {
         let view = client.workers().await.map_err(|e| e.to_string())?;
-        let lease = lease_of(&parse_workers(&view), worker);
+        let lease = lease_of(&leases(&view), worker);
         if lease.epoch == old.epoch {
             *last_old.borrow_mut() = lease;
         }
@@ -234,7 +234,7 @@ async fn takeover() {
     let client = cluster.client(waiting);
     let taken = wait_until(TIMEOUT, &format!("node {victim} to take worker {y}"), || async {
         let view = client.workers().await.map_err(|e| e.to_string())?;
-        let lease = lease_of(&parse_workers(&view), y);
+        let lease = lease_of(&leases(&view), y);
         if lease.holder == Some(victim) {
             Ok(lease)
         } else {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -43,7 +44,7 @@ async fn the_status_page_shows_the_leader_every_member_and_a_tags_buffers() {
     let follower = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     let client = cluster.client(follower);
     let description = "orders <script>alert('x')</script> & more";
-    client.create_tag("order", None, Some(1000), Some(description.into())).await.expect("create the tag");
+    client.create_tag(&new_tag("order", None, Some(1000), Some(description.into()))).await.expect("create the tag");
     wait_until(TIMEOUT, "the follower to serve IDs of 'order'", || async {
         client.segment_ids("order", 5).await.map_err(|e| e.to_string())
     })
@@ -51,7 +52,7 @@ async fn the_status_page_shows_the_leader_every_member_and_a_tags_buffers() {
     let worker: u64 = wait_until(TIMEOUT, "the follower to serve snowflake IDs", || async {
         client.snowflake_ids(1).await.map_err(|e| e.to_string())?;
         let workers = client.workers().await.map_err(|e| e.to_string())?;
-        workers["this_node"]["worker_id"].as_u64().ok_or_else(|| format!("no worker: {workers}"))
+        workers.this_node["worker_id"].as_u64().ok_or_else(|| format!("no worker: {workers:?}"))
     })
     .await;
 

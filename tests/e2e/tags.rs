@@ -7,6 +7,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use crate::harness::assert_error;
+use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -35,10 +36,10 @@ async fn tags_created_through_one_node_are_readable_on_all() {
 
     let created = cluster
         .client(writer)
-        .create_tag("order", Some(5000), Some(100), Some("orders".into()))
+        .create_tag(&new_tag("order", Some(5000), Some(100), Some("orders".into())))
         .await
         .expect("create through a follower");
-    assert_eq!((created.tag.as_str(), created.max_id.as_str(), created.step), ("order", "5000", 100));
+    assert_eq!((created.tag.as_str(), created.max_id, created.step), ("order", 5000, 100));
 
     // Linearizable: the other follower answers with the tag right away, without waiting.
     let (status, body) = cluster.request(reader, Method::GET, "/v1/tags/order?consistent=true", None, None).await;
@@ -47,7 +48,7 @@ async fn tags_created_through_one_node_are_readable_on_all() {
     assert_eq!(body["description"], "orders");
 
     // Default step and max_id, and `max_id` as a decimal string.
-    cluster.client(leader).create_tag("coupon", None, None, None).await.expect("create through the leader");
+    cluster.client(leader).create_tag(&new_tag("coupon", None, None, None)).await.expect("create through the leader");
     let (status, body) = cluster
         .request(reader, Method::POST, "/v1/tags", Some(r#"{"tag":"big","max_id":"9007199254740993"}"#), None)
         .await;
@@ -68,15 +69,14 @@ async fn tags_created_through_one_node_are_readable_on_all() {
             }
         })
         .await;
-        let summary: Vec<(&str, &str, u64)> =
-            tags.iter().map(|t| (t.tag.as_str(), t.max_id.as_str(), t.step)).collect();
+        let summary: Vec<(&str, u64, u64)> = tags.iter().map(|t| (t.tag.as_str(), t.max_id, t.step)).collect();
         assert_eq!(
             summary,
-            [("big", "9007199254740993", 1000), ("coupon", "1", 1000), ("num", "12345", 1000), ("order", "5000", 100)],
+            [("big", 9_007_199_254_740_993, 1000), ("coupon", 1, 1000), ("num", 12345, 1000), ("order", 5000, 100)],
             "node {id}"
         );
         let order = client.get_tag("order").await.expect("get order");
-        assert_eq!(order.max_id, "5000", "node {id}");
+        assert_eq!(order.max_id, 5000, "node {id}");
     }
 }
 
@@ -87,7 +87,7 @@ async fn bad_input_gets_the_spec_error_codes_and_changes_nothing() {
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
     let f = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
-    cluster.client(f).create_tag("order", Some(5000), Some(100), None).await.expect("create order");
+    cluster.client(f).create_tag(&new_tag("order", Some(5000), Some(100), None)).await.expect("create order");
     let before = tags_through_leader(&mut cluster, f).await;
     let membership_before = cluster.status(leader).await.unwrap();
 
@@ -157,5 +157,5 @@ async fn the_last_voter_cannot_be_removed() {
     assert_error(&answer, 409, "LAST_VOTER", "removing the last voter");
     let status = cluster.status(1).await.unwrap();
     assert_eq!((status.voters, status.leader_id), (vec![1], Some(1)));
-    cluster.client(1).create_tag("still-works", None, None, None).await.expect("a write after the refusal");
+    cluster.client(1).create_tag(&new_tag("still-works", None, None, None)).await.expect("a write after the refusal");
 }

@@ -1,5 +1,5 @@
-//! The command line (clap derive). Nothing below this module sees clap: `serve` arguments become
-//! a `config::Settings` layer, client subcommands call `client::Client`.
+//! The command line's arguments (clap derive). Nothing else sees clap: `serve` arguments become a
+//! `config::Settings` layer, the other subcommands run in `cli::commands`.
 
 use std::path::PathBuf;
 
@@ -331,28 +331,13 @@ pub enum ClusterCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum TagCommand {
-    Create {
-        name: String,
-        #[arg(long)]
-        step: Option<u64>,
-        #[arg(long)]
-        max_id: Option<u64>,
-        #[arg(long)]
-        description: Option<String>,
-    },
+    Create(TagFields),
     List,
     Get {
         name: String,
     },
-    Update {
-        name: String,
-        #[arg(long)]
-        step: Option<u64>,
-        #[arg(long)]
-        max_id: Option<u64>,
-        #[arg(long)]
-        description: Option<String>,
-    },
+    /// Change a tag's step or description, or raise its max_id.
+    Update(TagFields),
     /// Move tags over from Leaf: FILE is the tab-separated output of
     /// `SELECT biz_tag, max_id, step, description FROM leaf_alloc` (header optional). New tags are
     /// created, existing ones raised (never lowered); any bad row, or one whose max_id is below
@@ -363,4 +348,16 @@ pub enum TagCommand {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A tag and the fields `tag create` sets and `tag update` changes.
+#[derive(Debug, Args)]
+pub struct TagFields {
+    pub name: String,
+    #[arg(long)]
+    pub step: Option<u64>,
+    #[arg(long)]
+    pub max_id: Option<u64>,
+    #[arg(long)]
+    pub description: Option<String>,
 }

@@ -1,0 +1,177 @@
+//! The JSON answers of the admin API as types (SPEC.md §4). Each keeps the fields it does not
+//! know in `extra`, so a newer server's fields survive a read and a print unchanged.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::decode::decimal;
+use crate::decode::decimal_option;
+use crate::decode::IdRange;
+
+type Extra = serde_json::Map<String, serde_json::Value>;
+
+/// A tag (`GET /v1/tags/{tag}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tag {
+    pub tag: String,
+    /// Every ID of the tag handed out so far lies below this.
+    #[serde(with = "decimal")]
+    pub max_id: u64,
+    pub step: u64,
+    pub description: String,
+    /// RFC 3339.
+    pub created_at: String,
+    pub updated_at: String,
+    /// The answering node's buffers for the tag (null until it has served the tag).
+    pub buffers: Option<Buffers>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One node's double buffer for one tag.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Buffers {
+    pub current: Option<Range>,
+    #[serde(with = "decimal_option")]
+    pub cursor: Option<u64>,
+    pub next: Option<Range>,
+    pub loading: bool,
+    pub step: Option<u64>,
+    pub last_claim_at: Option<String>,
+    pub ids_issued: u64,
+    pub claims: u64,
+    pub waits: u64,
+    pub ids_per_sec: f64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A half-open range of IDs `[start, end)` as the API writes it (decimal strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Range {
+    #[serde(with = "decimal")]
+    pub start: u64,
+    #[serde(with = "decimal")]
+    pub end: u64,
+}
+
+impl From<Range> for IdRange {
+    fn from(range: Range) -> IdRange {
+        IdRange { start: range.start, end: range.end }
+    }
+}
+
+/// The body of `POST /v1/tags`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NewTag {
+    pub tag: String,
+    #[serde(skip_serializing_if = "Option::is_none", with = "decimal_option")]
+    pub max_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// The body of `PATCH /v1/tags/{tag}`: only what is set changes (`max_id` only rises).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TagUpdate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", with = "decimal_option")]
+    pub max_id: Option<u64>,
+}
+
+impl TagUpdate {
+    pub fn is_empty(&self) -> bool {
+        self.step.is_none() && self.description.is_none() && self.max_id.is_none()
+    }
+}
+
+/// `GET /v1/cluster`: the answering node's view of the membership and of Raft.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub node_id: u64,
+    /// `leader`, `follower`, `learner`, `candidate`, ...
+    pub role: String,
+    pub leader_id: Option<u64>,
+    pub term: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// Node ID (as a string) to `host:port`.
+    pub nodes: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_id: Option<String>,
+    #[serde(default)]
+    pub incarnations: BTreeMap<String, String>,
+    pub commit_index: Option<u64>,
+    pub applied_index: Option<u64>,
+    /// On the leader only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<BTreeMap<String, Replication>>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Replication {
+    pub matched_index: Option<u64>,
+    pub lag: u64,
+}
+
+/// `GET /v1/workers`: the snowflake worker registry and the answering node's own state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workers {
+    /// The layout recorded in the cluster (null until a node serving snowflake records it).
+    pub layout: Option<SnowflakeLayout>,
+    pub workers: Vec<Worker>,
+    /// The answering node's snowflake state (its worker, window, clock check), as it reports it.
+    pub this_node: serde_json::Value,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worker {
+    pub worker_id: u32,
+    pub holder: Option<u64>,
+    pub epoch: u64,
+    pub window_end_ms: u64,
+    pub floor_ms: u64,
+    pub last_heartbeat_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnowflakeLayout {
+    pub epoch_ms: u64,
+    pub time_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+}
+
+impl From<SnowflakeLayout> for crate::decode::Layout {
+    fn from(layout: SnowflakeLayout) -> crate::decode::Layout {
+        crate::decode::Layout {
+            epoch_ms: layout.epoch_ms,
+            time_bits: layout.time_bits.into(),
+            worker_bits: layout.worker_bits.into(),
+            sequence_bits: layout.sequence_bits.into(),
+        }
+    }
+}
+
+/// `GET /v1/snowflake/decode/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecodedSnowflake {
+    #[serde(with = "decimal")]
+    pub id: u64,
+    pub timestamp_ms: u64,
+    /// RFC 3339.
+    pub time: String,
+    pub worker_id: u64,
+    pub sequence: u64,
+}
