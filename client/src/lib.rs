@@ -1,4 +1,4 @@
-//! A Rust client of [leafraft](https://github.com/): IDs served from local ranges, as
+//! A Rust client of leafraft: IDs served from local ranges, as
 //! tddl-sequence and tinyid-client do it.
 //!
 //! A [`Segment`] handle keeps a range of a tag's IDs in this process and hands them out with one
