@@ -10,7 +10,14 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn backup() -> Backup {
-    let record = TagRecord { max_id: 1001, step: 1000, description: "ids".into(), created_at_ms: 7, updated_at_ms: 8 };
+    let record = TagRecord {
+        max_id: 1001,
+        step: 1000,
+        description: "ids".into(),
+        created_at_ms: 7,
+        updated_at_ms: 8,
+        mode: raft::TagMode::Segment,
+    };
     let lease = WorkerLease {
         holder: Some(2),
         epoch: 3,
