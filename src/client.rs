@@ -129,7 +129,7 @@ impl Client {
         step: Option<u64>,
         description: Option<String>,
     ) -> Result<TagView, ClientError> {
-        let body = CreateTag { tag: tag.to_string(), max_id: max_id.map(MaxId), step, description };
+        let body = CreateTag { tag: tag.to_string(), max_id: max_id.map(MaxId), step, description, mode: None };
         self.call(Method::POST, "/v1/tags", Some(&body)).await
     }
 

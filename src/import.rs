@@ -311,6 +311,7 @@ pub async fn apply(
                     step: step.map(|(_, to)| to),
                     description: description.as_ref().map(|(_, to)| to.clone()),
                     max_id: max_id.map(|(_, to)| MaxId(to)),
+                    mode: None,
                 };
                 client.update_tag(&row.tag, &update).await.map(|_| ())
             }

@@ -249,7 +249,7 @@ async fn tag(args: ClientArgs, command: TagCommand) -> ExitCode {
             if step.is_none() && max_id.is_none() && description.is_none() {
                 return usage("tag update needs at least one of --step, --max-id, --description");
             }
-            let update = UpdateTag { step, description, max_id: max_id.map(leafraft::api::MaxId) };
+            let update = UpdateTag { step, description, max_id: max_id.map(leafraft::api::MaxId), mode: None };
             match client.update_tag(&name, &update).await {
                 Ok(tag) => print_json(&tag),
                 Err(e) => fail(e),
