@@ -22,7 +22,8 @@ use serde::Serialize;
 /// The first bytes of every backup file.
 pub const MAGIC: &[u8; 16] = b"leafraft backup\n";
 
-/// The layout version this binary writes and reads.
+/// The layout version this binary writes and reads. Version 1 was extended in place once, before
+/// any release: every tag record gained its `mode` (four bytes at its end).
 pub const FORMAT_VERSION: u8 = 1;
 
 /// The `Content-Type` of `GET /v1/backup`.

@@ -33,6 +33,8 @@ pub enum ErrorCode {
     ClusterMismatch,
     /// Promotion of a learner that does not yet replicate the leader's log.
     LearnerNotCaughtUp,
+    /// `/ranges` of a monotonic tag, or a mode change back to segment.
+    ModeMismatch,
 }
 
 impl ErrorCode {
@@ -55,6 +57,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::ClusterMismatch => "CLUSTER_MISMATCH",
             ErrorCode::LearnerNotCaughtUp => "LEARNER_NOT_CAUGHT_UP",
+            ErrorCode::ModeMismatch => "MODE_MISMATCH",
         }
     }
 
@@ -72,7 +75,8 @@ impl ErrorCode {
             | ErrorCode::NotALearner
             | ErrorCode::LastVoter
             | ErrorCode::ClusterMismatch
-            | ErrorCode::LearnerNotCaughtUp => StatusCode::CONFLICT,
+            | ErrorCode::LearnerNotCaughtUp
+            | ErrorCode::ModeMismatch => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         }
@@ -131,6 +135,7 @@ impl Error {
             Rejection::NoWorkerAvailable | Rejection::LeaseLost | Rejection::LayoutMissing => {
                 Error::new(ErrorCode::WorkerUnavailable, rejection.to_string())
             }
+            Rejection::ModeMismatch(msg) => Error::new(ErrorCode::ModeMismatch, msg.clone()),
         }
     }
 }

@@ -309,6 +309,7 @@ pub async fn apply(
                     max_id: Some(row.max_id),
                     step: Some(row.step),
                     description: row.description.clone(),
+                    mode: None,
                 };
                 client.create_tag(&tag).await.map(|_| ())
             }
@@ -317,6 +318,7 @@ pub async fn apply(
                     step: step.map(|(_, to)| to),
                     description: description.as_ref().map(|(_, to)| to.clone()),
                     max_id: max_id.map(|(_, to)| to),
+                    mode: None,
                 };
                 client.update_tag(&row.tag, &update).await.map(|_| ())
             }

@@ -20,6 +20,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use raft::TagMode;
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
@@ -33,11 +34,15 @@ use crate::engine::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
-use crate::metrics::TagStats;
 use crate::planted;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
+
+mod view;
+
+pub use self::view::BufferState;
+use self::view::RateSample;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SegmentConfig {
@@ -78,59 +83,6 @@ struct LastClaim {
     at_ms: u64,
 }
 
-/// IDs issued at the last sample, when it was taken, and the rate it measured.
-#[derive(Debug, Clone, Copy)]
-struct RateSample {
-    issued: u64,
-    at: Instant,
-    ids_per_sec: f64,
-}
-
-impl RateSample {
-    /// Takes a new sample once a second has passed since the last one; answers the latest rate.
-    fn update(&mut self, issued: u64) -> f64 {
-        let elapsed = self.at.elapsed().as_secs_f64();
-        if elapsed >= 1.0 {
-            let ids_per_sec = issued.saturating_sub(self.issued) as f64 / elapsed;
-            *self = RateSample { issued, at: Instant::now(), ids_per_sec };
-        }
-        self.ids_per_sec
-    }
-}
-
-/// This node's buffers for one tag at one moment, in numbers; `api` formats them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BufferState {
-    pub current: Option<IdRange>,
-    /// The next ID of the current segment (meaningful while there is one).
-    pub cursor: Option<u64>,
-    pub next: Option<IdRange>,
-    /// A claim for the next segment is in flight.
-    pub loading: bool,
-    /// The step of the last claim (the dynamic step).
-    pub step: Option<u64>,
-    /// When the last claim committed, Unix ms.
-    pub last_claim_at_ms: Option<u64>,
-    pub ids_issued: u64,
-    pub claims: u64,
-    /// Requests that found both segments used up and waited for a claim.
-    pub waits: u64,
-    pub ids_per_sec: f64,
-}
-
-impl BufferState {
-    /// How much of the current segment is used, in percent.
-    pub fn used_percent(&self) -> Option<f64> {
-        let current = self.current?;
-        let len = current.len();
-        if len == 0 {
-            return None;
-        }
-        let used = self.cursor?.saturating_sub(current.start);
-        Some((used as f64 / len as f64 * 100.0).clamp(0.0, 100.0))
-    }
-}
-
 pub struct Segments {
     cluster: Arc<Cluster>,
     config: SegmentConfig,
@@ -145,11 +97,34 @@ impl Segments {
         Segments { cluster, config, metrics, buffers: ArcSwap::default(), insert: Mutex::new(()) }
     }
 
-    /// Hands out `count` IDs of `tag` as increasing half-open ranges.
+    /// Hands out `count` IDs of `tag` as increasing half-open ranges: from this node's buffers,
+    /// or, for a monotonic tag, from the leader (the moment this replica has applied the tag's
+    /// move to monotonic, its buffers of the tag serve nothing more).
     pub async fn next_ids(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
         if count == 0 || count > MAX_COUNT {
             return Err(Error::invalid(format!("count must be between 1 and {MAX_COUNT}, got {count}")));
         }
+        if self.cluster.tag_mode(tag) == Some(TagMode::Monotonic) {
+            return self.cluster.take_monotonic(tag, count).await;
+        }
+        self.next_buffered_ids(tag, count).await
+    }
+
+    /// [`Segments::next_ids`] for clients that cache ranges; a monotonic tag has none to give
+    /// (`MODE_MISMATCH`): IDs kept by a client would not stay in real-time order.
+    pub async fn next_ranges(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
+        if self.cluster.tag_mode(tag) == Some(TagMode::Monotonic) {
+            return Err(Error::new(
+                ErrorCode::ModeMismatch,
+                format!(
+                    "tag '{tag}' is monotonic: its IDs are served one request at a time by the leader, not as ranges"
+                ),
+            ));
+        }
+        self.next_ids(tag, count).await
+    }
+
+    async fn next_buffered_ids(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
         let buffer = match self.buffers.load().get(tag) {
             Some(buffer) => buffer.clone(),
             None => self.create_buffer(tag)?,
@@ -343,48 +318,5 @@ impl Segments {
             });
         }
         while releases.join_next().await.is_some() {}
-    }
-
-    /// This node's buffers for `tag`, or `None` before its first request.
-    pub fn view(&self, tag: &str) -> Option<BufferState> {
-        let buffers = self.buffers.load();
-        let buffer = buffers.get(tag)?;
-        let state = buffer.buffer.state();
-        let last_claim = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
-        let issued = buffer.issued.load(Ordering::Relaxed);
-        let ids_per_sec = buffer.rate.lock().unwrap_or_else(|p| p.into_inner()).update(issued);
-        Some(BufferState {
-            current: state.current,
-            cursor: state.current.map(|_| state.cursor),
-            next: state.next,
-            loading: state.loading,
-            step: last_claim.map(|last| last.step),
-            last_claim_at_ms: last_claim.map(|last| last.at_ms),
-            ids_issued: issued,
-            claims: buffer.claims.load(Ordering::Relaxed),
-            waits: buffer.waits.load(Ordering::Relaxed),
-            ids_per_sec,
-        })
-    }
-
-    /// Per-tag numbers for `/metrics`, sorted by tag.
-    pub fn stats(&self) -> Vec<TagStats> {
-        let buffers = self.buffers.load();
-        let mut stats: Vec<_> = buffers
-            .values()
-            .map(|buffer| {
-                let state = buffer.buffer.state();
-                let ids_left =
-                    state.current.map_or(0, |r| r.end.saturating_sub(state.cursor)) + state.next.map_or(0, |r| r.len());
-                TagStats {
-                    tag: buffer.tag.clone(),
-                    ids_issued: buffer.issued.load(Ordering::Relaxed),
-                    waits: buffer.waits.load(Ordering::Relaxed),
-                    ids_left,
-                }
-            })
-            .collect();
-        stats.sort_by(|a, b| a.tag.cmp(&b.tag));
-        stats
     }
 }

@@ -24,6 +24,9 @@ pub struct Tag {
     /// RFC 3339.
     pub created_at: String,
     pub updated_at: String,
+    /// `segment` or `monotonic` (empty from a server that predates modes).
+    #[serde(default)]
+    pub mode: String,
     /// The answering node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<Buffers>,
     #[serde(flatten)]
@@ -73,6 +76,9 @@ pub struct NewTag {
     pub step: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// `segment` (default) or `monotonic`: served only by the leader, in real-time order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// The body of `PATCH /v1/tags/{tag}`: only what is set changes (`max_id` only rises).
@@ -84,11 +90,14 @@ pub struct TagUpdate {
     pub description: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", with = "decimal_option")]
     pub max_id: Option<u64>,
+    /// `monotonic` moves a segment tag to monotonic; nothing moves it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 impl TagUpdate {
     pub fn is_empty(&self) -> bool {
-        self.step.is_none() && self.description.is_none() && self.max_id.is_none()
+        self.step.is_none() && self.description.is_none() && self.max_id.is_none() && self.mode.is_none()
     }
 }
 

@@ -32,6 +32,7 @@ pub use snowflake::SnowflakeLayout;
 pub use snowflake::SnowflakeRegistry;
 pub use snowflake::WorkerLease;
 pub use state_machine::IdStateMachine;
+pub use state_machine::TagMode;
 pub use state_machine::TagRecord;
 
 pub type NodeId = u64;

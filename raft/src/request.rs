@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::snowflake::SnowflakeLayout;
+use crate::state_machine::TagMode;
 use crate::state_machine::TagRecord;
 use crate::NodeId;
 
@@ -44,6 +45,15 @@ pub enum Request {
     /// below which no worker's holding starts. Applies only while the state holds no tag and no
     /// worker, so it can never lower anything a running cluster handed out.
     Restore { tags: BTreeMap<String, TagRecord>, layout: Option<SnowflakeLayout>, snowflake_floor_ms: u64 },
+    /// `CreateTag` and `SetTagMode` in one entry, so a tag created monotonic is never a segment
+    /// tag that nodes could claim ranges of, not even between two entries.
+    CreateTagInMode { tag: String, max_id: u64, step: u64, description: String, now_ms: u64, mode: TagMode },
+    /// Moves a tag to `mode`: only from segment to monotonic, never back.
+    SetTagMode { tag: String, mode: TagMode, now_ms: u64 },
+    /// The leader's claim of `[max_id, max_id + step)` of a monotonic tag. It serves the range
+    /// only in the term whose entry this is (see `src/monotonic`); a segment claim of such a tag,
+    /// and this claim of a segment tag, are refused.
+    ClaimMonotonic { tag: String, step: u64 },
 }
 
 impl Request {
@@ -53,7 +63,10 @@ impl Request {
             Request::CreateTag { tag, .. }
             | Request::UpdateTag { tag, .. }
             | Request::ClaimSegment { tag, .. }
-            | Request::ReleaseSegment { tag, .. } => Some(tag),
+            | Request::ReleaseSegment { tag, .. }
+            | Request::CreateTagInMode { tag, .. }
+            | Request::SetTagMode { tag, .. }
+            | Request::ClaimMonotonic { tag, .. } => Some(tag),
             Request::SetSnowflakeLayout { .. }
             | Request::AcquireWorker { .. }
             | Request::ExtendWorker { .. }
@@ -125,6 +138,9 @@ pub enum Rejection {
     LeaseLost,
     /// No snowflake layout is recorded yet.
     LayoutMissing,
+    /// The request does not fit the tag's mode (a segment claim of a monotonic tag, a mode
+    /// change back to segment).
+    ModeMismatch(String),
 }
 
 impl std::fmt::Display for Rejection {
@@ -138,6 +154,7 @@ impl std::fmt::Display for Rejection {
             Rejection::NoWorkerAvailable => write!(f, "every worker ID is held"),
             Rejection::LeaseLost => write!(f, "the worker lease is held under another epoch"),
             Rejection::LayoutMissing => write!(f, "no snowflake layout is recorded"),
+            Rejection::ModeMismatch(msg) => write!(f, "{msg}"),
         }
     }
 }

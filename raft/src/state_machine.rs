@@ -36,6 +36,37 @@ pub struct TagRecord {
     pub created_at_ms: u64,
     /// Proposer's wall clock at the last update, carried in the command.
     pub updated_at_ms: u64,
+    /// Who serves the tag: every node from its own ranges, or only the leader, in real-time
+    /// order. Moves only from `Segment` to `Monotonic`.
+    pub mode: TagMode,
+}
+
+/// How a tag's IDs are served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TagMode {
+    /// Every node serves from ranges it claimed (`ClaimSegment`): unique, increasing per node.
+    #[default]
+    Segment,
+    /// Only the leader serves, from ranges it claimed (`ClaimMonotonic`) in its own term and only
+    /// after confirming it still leads: IDs increase in real-time order across the cluster.
+    Monotonic,
+}
+
+impl TagMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagMode::Segment => "segment",
+            TagMode::Monotonic => "monotonic",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TagMode> {
+        match text {
+            "segment" => Some(TagMode::Segment),
+            "monotonic" => Some(TagMode::Monotonic),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,7 +104,7 @@ impl IdStateMachine {
             Request::UpdateTag { tag, step, description, max_id, now_ms } => {
                 self.update_tag(tag, *step, description.as_deref(), *max_id, *now_ms)
             }
-            Request::ClaimSegment { tag, step } => self.claim_segment(tag, *step),
+            Request::ClaimSegment { tag, step } => self.claim(tag, *step, TagMode::Segment),
             Request::ReleaseSegment { tag, from, expected_max_id } => {
                 self.release_segment(tag, *from, *expected_max_id)
             }
@@ -89,6 +120,14 @@ impl IdStateMachine {
             }
             Request::SetClusterId { cluster_id } => self.set_cluster_id(*cluster_id),
             Request::Restore { tags, layout, snowflake_floor_ms } => self.restore(tags, *layout, *snowflake_floor_ms),
+            Request::CreateTagInMode { tag, max_id, step, description, now_ms, mode } => {
+                match self.create_tag(tag, *max_id, *step, description, *now_ms) {
+                    Response::Tag { tag, .. } => self.set_tag_mode(&tag, *mode, *now_ms),
+                    other => other,
+                }
+            }
+            Request::SetTagMode { tag, mode, now_ms } => self.set_tag_mode(tag, *mode, *now_ms),
+            Request::ClaimMonotonic { tag, step } => self.claim(tag, *step, TagMode::Monotonic),
         }
     }
 
@@ -153,6 +192,7 @@ impl IdStateMachine {
             description: description.to_string(),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
+            mode: TagMode::Segment,
         };
         if let Some(existing) = self.tags.get(name) {
             // A create sent again after a leader change may commit twice, claims in between. A
@@ -218,13 +258,43 @@ impl IdStateMachine {
         Response::Tag { tag: name.to_string(), record: record.clone() }
     }
 
-    fn claim_segment(&mut self, name: &str, step: u64) -> Response {
+    /// Sets a tag's mode; only ever towards `Monotonic` (a copy of the same change is answered
+    /// with the tag and changes nothing).
+    fn set_tag_mode(&mut self, name: &str, mode: TagMode, now_ms: u64) -> Response {
+        let Some(record) = self.tags.get_mut(name) else {
+            return Response::Rejected(Rejection::TagNotFound);
+        };
+        match (record.mode, mode) {
+            (TagMode::Monotonic, TagMode::Segment) => {
+                return Response::Rejected(Rejection::ModeMismatch(
+                    "a monotonic tag cannot go back to segment mode".to_string(),
+                ))
+            }
+            (TagMode::Segment, TagMode::Monotonic) => {
+                record.mode = mode;
+                record.updated_at_ms = record.updated_at_ms.max(now_ms);
+            }
+            _ => {}
+        }
+        Response::Tag { tag: name.to_string(), record: record.clone() }
+    }
+
+    /// Claims `[max_id, max_id + step)` for a claimer of the tag's mode: nodes serving their own
+    /// ranges (`Segment`) or the leader of a monotonic tag (`Monotonic`); the other is refused.
+    fn claim(&mut self, name: &str, step: u64, mode: TagMode) -> Response {
         if let Err(msg) = tag::validate_step(step) {
             return Response::Rejected(Rejection::InvalidArgument(msg));
         }
         let Some(record) = self.tags.get_mut(name) else {
             return Response::Rejected(Rejection::TagNotFound);
         };
+        if record.mode != mode {
+            return Response::Rejected(Rejection::ModeMismatch(format!(
+                "tag '{name}' is a {} tag; this claim is for {} tags",
+                record.mode.as_str(),
+                mode.as_str()
+            )));
+        }
         let start = record.max_id;
         if start >= tag::MAX_ID_LIMIT {
             return Response::Rejected(Rejection::TagExhausted);

@@ -90,15 +90,11 @@ pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, P
     }
 }
 
-async fn take(
-    state: &AppState,
+fn tag_and_count(
     tag: Result<Path<String>, PathRejection>,
     params: Result<Query<CountParams>, QueryRejection>,
-) -> Result<(String, Vec<IdRange>), Error> {
-    let tag = body::path(tag)?;
-    let count = body::query(params)?.count.unwrap_or(1);
-    let ranges = state.segments.next_ids(&tag, count).await?;
-    Ok((tag, ranges))
+) -> Result<(String, u64), Error> {
+    Ok((body::path(tag)?, body::query(params)?.count.unwrap_or(1)))
 }
 
 fn json(body: String) -> Response {
@@ -116,7 +112,9 @@ fn json(body: String) -> Response {
         ("count" = Option<u64>, Query, description = "How many IDs, 1 to 10000 (default 1)", minimum = 1, maximum = 10000),
     ),
     responses(
-        (status = 200, description = "Strictly increasing IDs from this node's buffers", body = crate::api::openapi::SegmentIds),
+        (status = 200, description = "Strictly increasing IDs from this node's buffers; for a monotonic tag, from \
+            the leader, larger than every ID of the tag any client received before the request was sent",
+            body = crate::api::openapi::SegmentIds),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "INVALID_ARGUMENT", "message": "count must be 1 to 10000"}})),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody,
@@ -131,7 +129,8 @@ pub async fn ids(
     tag: Result<Path<String>, PathRejection>,
     params: Result<Query<CountParams>, QueryRejection>,
 ) -> Result<Response, Error> {
-    let (tag, ranges) = take(&state, tag, params).await?;
+    let (tag, count) = tag_and_count(tag, params)?;
+    let ranges = state.segments.next_ids(&tag, count).await?;
     let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
     let mut out = String::with_capacity(32 + tag.len() + usize::try_from(n_ids).unwrap_or(0) * 22);
     out.push_str("{\"tag\":\"");
@@ -158,7 +157,8 @@ pub async fn ids(
             body = crate::api::openapi::SegmentRanges),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
-        (status = 409, description = "`TAG_EXHAUSTED`", body = crate::error::ErrorBody),
+        (status = 409, description = "`TAG_EXHAUSTED`, or `MODE_MISMATCH` for a monotonic tag (served only by the \
+            leader, one request at a time)", body = crate::error::ErrorBody),
         (status = 503, description = "`NOT_READY` or `SEGMENTS_NOT_READY`", body = crate::error::ErrorBody),
     )
 )]
@@ -167,7 +167,8 @@ pub async fn ranges(
     tag: Result<Path<String>, PathRejection>,
     params: Result<Query<CountParams>, QueryRejection>,
 ) -> Result<Response, Error> {
-    let (tag, ranges) = take(&state, tag, params).await?;
+    let (tag, count) = tag_and_count(tag, params)?;
+    let ranges = state.segments.next_ranges(&tag, count).await?;
     let mut out = String::with_capacity(32 + tag.len() + ranges.len() * 48);
     let mut buffer = itoa::Buffer::new();
     out.push_str("{\"tag\":\"");

@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::segments::BufferState;
 use raft::Request;
 use raft::Response;
+use raft::TagMode;
 use raft::TagRecord;
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -35,6 +36,11 @@ pub struct CreateTag {
     pub step: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// `segment` (default: every node serves from its own ranges) or `monotonic` (the leader
+    /// serves, in real-time order across the cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "monotonic")]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -46,6 +52,18 @@ pub struct UpdateTag {
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "ser_max_id")]
     pub max_id: Option<MaxId>,
+    /// `monotonic` moves a segment tag to monotonic; nothing moves a tag back (`MODE_MISMATCH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// A mode as the API spells it.
+fn parse_mode(mode: Option<&str>) -> Result<Option<TagMode>, Error> {
+    mode.map(|text| {
+        TagMode::parse(text)
+            .ok_or_else(|| Error::invalid(format!("mode must be \"segment\" or \"monotonic\", got {text:?}")))
+    })
+    .transpose()
 }
 
 fn ser_max_id<S: serde::Serializer>(max_id: &Option<MaxId>, s: S) -> Result<S::Ok, S::Error> {
@@ -111,6 +129,8 @@ pub struct TagView {
     pub description: String,
     pub created_at: String,
     pub updated_at: String,
+    /// `segment` or `monotonic`.
+    pub mode: String,
     /// This node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<BufferView>,
 }
@@ -124,6 +144,7 @@ impl TagView {
             description: record.description.clone(),
             created_at: rfc3339(record.created_at_ms),
             updated_at: rfc3339(record.updated_at_ms),
+            mode: record.mode.as_str().to_string(),
             buffers: None,
         }
     }
@@ -238,7 +259,7 @@ pub async fn get(
         (status = 400, description = "`INVALID_ARGUMENT`: bad name, step (1 to 10,000,000), max_id (1 to 2^63 − 1), \
             description (at most 1024 bytes), unknown field or malformed JSON", body = crate::error::ErrorBody),
         (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
-        (status = 409, description = "`TAG_EXISTS`", body = crate::error::ErrorBody,
+        (status = 409, description = "`TAG_EXISTS` (also for a different mode)", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "TAG_EXISTS", "message": "tag 'order' already exists"}})),
         (status = 503, description = "`NO_LEADER`: the write may or may not have been applied", body = crate::error::ErrorBody),
     )
@@ -252,7 +273,11 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
         .and_then(|()| raft::tag::validate_step(step))
         .and_then(|()| raft::tag::validate_description(&description))
         .map_err(Error::invalid)?;
-    let request = Request::CreateTag { tag: create.tag.clone(), max_id, step, description, now_ms: now_ms() };
+    let tag = create.tag.clone();
+    let request = match parse_mode(create.mode.as_deref())? {
+        None | Some(TagMode::Segment) => Request::CreateTag { tag, max_id, step, description, now_ms: now_ms() },
+        Some(mode) => Request::CreateTagInMode { tag, max_id, step, description, now_ms: now_ms(), mode },
+    };
     let view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
     tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag created");
     Ok((StatusCode::CREATED, Json(view)))
@@ -272,7 +297,8 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
         (status = 400, description = "`INVALID_ARGUMENT`", body = crate::error::ErrorBody),
         (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
-        (status = 409, description = "`MAX_ID_DECREASE`: max_id may only rise", body = crate::error::ErrorBody,
+        (status = 409, description = "`MAX_ID_DECREASE`: max_id may only rise; `MODE_MISMATCH`: a monotonic tag \
+            cannot go back to segment", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "MAX_ID_DECREASE", "message": "max_id of tag 'order' may only rise; it is 5000"}})),
         (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
     )
@@ -287,6 +313,18 @@ pub async fn update(
     let update: UpdateTag = body::json(&bytes)?;
     update.step.map_or(Ok(()), raft::tag::validate_step).map_err(Error::invalid)?;
     update.description.as_deref().map_or(Ok(()), raft::tag::validate_description).map_err(Error::invalid)?;
+    let mode = parse_mode(update.mode.as_deref())?;
+    // The mode goes first: a refused move back to segment changes nothing else either.
+    if let Some(mode) = mode {
+        let view = tag_reply(
+            &tag,
+            state.cluster.write(Request::SetTagMode { tag: tag.clone(), mode, now_ms: now_ms() }).await?,
+        )?;
+        if update.step.is_none() && update.description.is_none() && update.max_id.is_none() {
+            tracing::info!(tag = %view.tag, mode = %view.mode, "tag mode set");
+            return Ok(Json(view));
+        }
+    }
     let request = Request::UpdateTag {
         tag: tag.clone(),
         step: update.step,

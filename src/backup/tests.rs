@@ -10,7 +10,14 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn backup() -> Backup {
-    let record = TagRecord { max_id: 1001, step: 1000, description: "ids".into(), created_at_ms: 7, updated_at_ms: 8 };
+    let record = TagRecord {
+        max_id: 1001,
+        step: 1000,
+        description: "ids".into(),
+        created_at_ms: 7,
+        updated_at_ms: 8,
+        mode: raft::TagMode::Segment,
+    };
     let lease = WorkerLease {
         holder: Some(2),
         epoch: 3,
@@ -46,11 +53,12 @@ fn golden_bytes() {
         "010000000000000074",               // "t":
         "e903000000000000e8030000000000000300000000000000696473",
         "07000000000000000800000000000000",
+        "00000000",                 // mode: segment
         "01c1038d142c010000290a0c", // Leaf's layout
         "010000000000000005000000", // one lease, worker 5:
         "0102000000000000000300000000000000280000000000000014000000000000001e0000000000000000",
         "0900000000000000", // the registry's floor
-        "15e4a309",         // CRC-32
+        "e0073e87",         // CRC-32
     );
     let bytes = encode(&backup()).expect("encode");
     assert_eq!(hex(&bytes), expected);

@@ -360,4 +360,8 @@ pub struct TagFields {
     pub max_id: Option<u64>,
     #[arg(long)]
     pub description: Option<String>,
+    /// `segment` (every node serves from its own ranges) or `monotonic` (the leader serves, in
+    /// real-time order); a tag moves only from segment to monotonic.
+    #[arg(long, value_parser = ["segment", "monotonic"])]
+    pub mode: Option<String>,
 }

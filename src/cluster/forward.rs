@@ -59,6 +59,11 @@ pub enum Forwarded {
     },
     /// Confirm leadership and answer the index a linearizable read must wait for.
     ReadIndex,
+    /// `count` IDs of a monotonic tag, from the leader's sequencer.
+    TakeMonotonic {
+        tag: String,
+        count: u64,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -66,6 +71,8 @@ pub enum ForwardedReply {
     Written(raft::Response),
     Done,
     ReadIndex(Option<u64>),
+    /// IDs of a monotonic tag as increasing half-open ranges `(start, end)`.
+    Taken(Vec<(u64, u64)>),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

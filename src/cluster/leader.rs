@@ -14,6 +14,7 @@ use raft::Node;
 use raft::NodeId;
 use tokio::time::Instant;
 
+use crate::cluster::sequencer::Refused;
 use crate::cluster::Cluster;
 use crate::cluster::ForwardError;
 use crate::cluster::Forwarded;
@@ -60,6 +61,20 @@ impl Cluster {
             Forwarded::PromoteVoter { node_id } => self.promote_as_leader(node_id, deadline).await,
             Forwarded::RemoveMember { node_id } => self.execute_remove_member(node_id, deadline).await,
             Forwarded::ReadIndex => self.execute_read_index(deadline).await,
+            Forwarded::TakeMonotonic { tag, count } => self.execute_take(&tag, count, deadline).await,
+        }
+    }
+
+    /// Monotonic IDs come from this leader's sequencer, which confirms leadership per batch.
+    async fn execute_take(&self, tag: &str, count: u64, deadline: Instant) -> Result<ForwardedReply, Attempt> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let taken = tokio::time::timeout(remaining, self.sequencer().take(tag, count))
+            .await
+            .map_err(|_| Attempt::Failed(Error::no_leader("timed out; no ID of this request was handed out")))?;
+        match taken {
+            Ok(ranges) => Ok(ForwardedReply::Taken(ranges.iter().map(|r| (r.start, r.end)).collect())),
+            Err(Refused::NotLeader) => Err(Attempt::NotLeader),
+            Err(Refused::Failed(error)) => Err(Attempt::Failed(error)),
         }
     }
 

@@ -10,6 +10,7 @@
 //! - [`leader`]: what the leader does with each operation;
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
+//! - [`sequencer`]: how the leader serves monotonic tags, in real-time order;
 //! - [`readiness`]: whether this node may serve;
 //! - [`status`]: the `/v1/cluster` view.
 //!
@@ -23,10 +24,12 @@ mod leader;
 mod membership;
 mod readiness;
 mod retry;
+mod sequencer;
 mod status;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use raft::typ;
@@ -51,6 +54,7 @@ pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
 pub use self::status::ClusterStatus;
 pub use self::status::ReplicationStatus;
+use crate::engine::IdRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::network::IdentityCheck;
@@ -88,6 +92,8 @@ pub struct Cluster {
     /// Latched by [`Cluster::catch_up`] once one linearizable read has completed since start; set
     /// from the start when the store is new.
     caught_up: AtomicBool,
+    /// Started on the first monotonic take this node serves as leader.
+    sequencer: OnceLock<sequencer::Sequencer>,
 }
 
 impl Cluster {
@@ -111,6 +117,7 @@ impl Cluster {
             identity,
             has_been_ready: AtomicBool::new(false),
             caught_up,
+            sequencer: OnceLock::new(),
         }
     }
 
@@ -184,6 +191,30 @@ impl Cluster {
         Ok(())
     }
 
+    /// `count` IDs of a monotonic tag from the leader, larger than every ID of it any client
+    /// received before the call. A take is sent again after an attempt whose fate is unknown:
+    /// IDs of an answer nobody receives are a gap.
+    pub async fn take_monotonic(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
+        let op = Forwarded::TakeMonotonic { tag: tag.to_string(), count };
+        match self.submit(op, Resend::Allowed, self.write_timeout).await? {
+            ForwardedReply::Taken(ranges) => {
+                Ok(ranges.into_iter().map(|(start, end)| IdRange { start, end }).collect())
+            }
+            other => Err(Error::no_leader(format!("unexpected reply to a take: {other:?}"))),
+        }
+    }
+
+    /// The mode of `tag` in this replica (`None`: no such tag here).
+    pub fn tag_mode(&self, tag: &str) -> Option<raft::TagMode> {
+        self.read(|state| state.tags.get(tag).map(|record| record.mode))
+    }
+
+    fn sequencer(&self) -> &sequencer::Sequencer {
+        self.sequencer.get_or_init(|| {
+            sequencer::Sequencer::start(self.raft.clone(), self.store.state_machine.clone(), self.write_timeout)
+        })
+    }
+
     /// Waits until this replica has applied everything committed before the call (read index
     /// obtained from the leader), so a read that follows is linearizable.
     pub async fn linearize(&self) -> Result<(), Error> {
@@ -215,7 +246,8 @@ impl Cluster {
             // after the others elected a new one. A write or read index that may be sent twice
             // goes to the new leader instead (a claim abandoned this way is a gap). Membership
             // changes are not raced: a resend after an unseen success would answer an error.
-            let race = resend == Resend::Allowed && matches!(op, Forwarded::Write(_) | Forwarded::ReadIndex);
+            let race = resend == Resend::Allowed
+                && matches!(op, Forwarded::Write(_) | Forwarded::ReadIndex | Forwarded::TakeMonotonic { .. });
             let attempt = match metrics.current_leader {
                 Some(leader) if leader == self.node_id => Some(self.execute(op.clone(), deadline).await),
                 Some(leader) => match metrics.membership_config.membership().get_node(&leader) {

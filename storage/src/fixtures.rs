@@ -63,6 +63,16 @@ pub fn every_request() -> Vec<Request> {
         Request::ReleaseWorker { worker: 3, epoch: 4, used_until_ms: Some(1_700_000_015_000) },
         Request::SetClusterId { cluster_id: 0x0a0b_0c0d },
         restore(),
+        Request::CreateTagInMode {
+            tag: "ticks".into(),
+            max_id: 1,
+            step: 1000,
+            description: "ticks".into(),
+            now_ms: 1_700_000_000_000,
+            mode: raft::TagMode::Monotonic,
+        },
+        Request::SetTagMode { tag: "orders".into(), mode: raft::TagMode::Monotonic, now_ms: 1_700_000_000_002 },
+        Request::ClaimMonotonic { tag: "ticks".into(), step: 1000 },
     ]
 }
 
@@ -74,6 +84,7 @@ pub fn restore() -> Request {
         description: "kept".into(),
         created_at_ms: 1_700_000_000_000,
         updated_at_ms: 1_700_000_000_001,
+        mode: raft::TagMode::Segment,
     };
     let tags =
         BTreeMap::from([("coupons".to_string(), record(raft::tag::MAX_ID_LIMIT)), ("orders".into(), record(7_000))]);

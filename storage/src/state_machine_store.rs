@@ -271,7 +271,10 @@ fn what_changes(request: &Request) -> Touched<'_> {
         Request::CreateTag { tag, .. }
         | Request::UpdateTag { tag, .. }
         | Request::ClaimSegment { tag, .. }
-        | Request::ReleaseSegment { tag, .. } => Touched::Tag(tag),
+        | Request::ReleaseSegment { tag, .. }
+        | Request::CreateTagInMode { tag, .. }
+        | Request::SetTagMode { tag, .. }
+        | Request::ClaimMonotonic { tag, .. } => Touched::Tag(tag),
         Request::SetSnowflakeLayout { .. }
         | Request::AcquireWorker { .. }
         | Request::ExtendWorker { .. }

@@ -241,6 +241,7 @@ fn a_newer_value_version_is_refused_clearly() {
         description: String::new(),
         created_at_ms: 0,
         updated_at_ms: 0,
+        mode: raft::TagMode::Segment,
     })
     .expect("encode");
     record[0] = 9;

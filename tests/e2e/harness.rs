@@ -97,7 +97,7 @@ pub fn client_of(url: &str, secret: Option<String>) -> Client {
 
 /// The body of `POST /v1/tags`.
 pub fn new_tag(tag: &str, max_id: Option<u64>, step: Option<u64>, description: Option<String>) -> NewTag {
-    NewTag { tag: tag.to_string(), max_id, step, description }
+    NewTag { tag: tag.to_string(), max_id, step, description, mode: None }
 }
 
 /// One node of the cluster: where it lives and its current process, if any.

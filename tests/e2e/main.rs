@@ -14,6 +14,7 @@ mod hostile;
 mod identity;
 mod idle_cpu;
 mod membership;
+mod monotonic;
 mod no_quorum;
 mod rebuild;
 mod recover;

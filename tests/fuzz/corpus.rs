@@ -72,6 +72,7 @@ pub fn requests() -> Vec<Request> {
                     description: "orders".into(),
                     created_at_ms: 7,
                     updated_at_ms: 9,
+                    mode: raft::TagMode::Segment,
                 },
             )]),
             layout: Some(SnowflakeLayout::LEAF),
@@ -200,8 +201,22 @@ pub fn raft_answers() -> (Corpus, Corpus, Corpus) {
 
 pub fn tag_records() -> Vec<TagRecord> {
     vec![
-        TagRecord { max_id: 1001, step: 1000, description: "orders".into(), created_at_ms: 7, updated_at_ms: 8 },
-        TagRecord { max_id: u64::MAX >> 1, step: 1, description: String::new(), created_at_ms: 0, updated_at_ms: 0 },
+        TagRecord {
+            max_id: 1001,
+            step: 1000,
+            description: "orders".into(),
+            created_at_ms: 7,
+            updated_at_ms: 8,
+            mode: raft::TagMode::Segment,
+        },
+        TagRecord {
+            max_id: u64::MAX >> 1,
+            step: 1,
+            description: String::new(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+            mode: raft::TagMode::Segment,
+        },
     ]
 }
 

@@ -136,7 +136,14 @@ fn regression_a_retried_create_that_applied_answers_tag_exists() {
 }
 
 fn restore(tags: &[(&str, u64)], layout: Option<SnowflakeLayout>, floor: u64) -> Request {
-    let record = |max_id| TagRecord { max_id, step: 1000, description: "d".into(), created_at_ms: 1, updated_at_ms: 2 };
+    let record = |max_id| TagRecord {
+        max_id,
+        step: 1000,
+        description: "d".into(),
+        created_at_ms: 1,
+        updated_at_ms: 2,
+        mode: TagMode::Segment,
+    };
     let tags = tags.iter().map(|(name, max_id)| (name.to_string(), record(*max_id))).collect();
     Request::Restore { tags, layout, snowflake_floor_ms: floor }
 }
@@ -186,4 +193,55 @@ fn a_restore_with_a_bad_tag_or_another_layout_changes_nothing() {
         assert!(matches!(answer, Response::Rejected(Rejection::InvalidArgument(_))), "{request:?}: {answer:?}");
         assert_eq!(sm, before);
     }
+}
+
+fn claim_monotonic(sm: &mut IdStateMachine, tag: &str, step: u64) -> Response {
+    sm.apply_request(&Request::ClaimMonotonic { tag: tag.into(), step })
+}
+
+fn set_mode(sm: &mut IdStateMachine, tag: &str, mode: TagMode) -> Response {
+    sm.apply_request(&Request::SetTagMode { tag: tag.into(), mode, now_ms: 9 })
+}
+
+#[test]
+fn each_mode_is_claimed_only_by_its_own_claim() {
+    let mut sm = IdStateMachine::default();
+    let create_monotonic = Request::CreateTagInMode {
+        tag: "m".into(),
+        max_id: 10,
+        step: 100,
+        description: String::new(),
+        now_ms: 7,
+        mode: TagMode::Monotonic,
+    };
+    assert!(
+        matches!(sm.apply_request(&create_monotonic), Response::Tag { record, .. } if record.mode == TagMode::Monotonic)
+    );
+    // A copy of the create (a resent forward) is answered with the tag and changes nothing.
+    let before = sm.clone();
+    assert!(matches!(sm.apply_request(&create_monotonic), Response::Tag { .. }));
+    assert_eq!(sm, before);
+    assert!(matches!(claim(&mut sm, "m", 100), Response::Rejected(Rejection::ModeMismatch(_))));
+    assert_eq!(claim_monotonic(&mut sm, "m", 100), Response::Segment { start: 10, end: 110 });
+
+    create(&mut sm, "s", 1, 1000);
+    assert!(matches!(claim_monotonic(&mut sm, "s", 10), Response::Rejected(Rejection::ModeMismatch(_))));
+    assert_eq!(claim(&mut sm, "s", 10), Response::Segment { start: 1, end: 11 });
+}
+
+#[test]
+fn a_tag_moves_to_monotonic_and_never_back() {
+    let mut sm = IdStateMachine::default();
+    create(&mut sm, "t", 1, 1000);
+    assert_eq!(claim(&mut sm, "t", 1000), Response::Segment { start: 1, end: 1001 });
+    assert!(
+        matches!(set_mode(&mut sm, "t", TagMode::Monotonic), Response::Tag { record, .. } if record.mode == TagMode::Monotonic)
+    );
+    // Claims of the monotonic leader start above every segment ever claimed.
+    assert_eq!(claim_monotonic(&mut sm, "t", 5), Response::Segment { start: 1001, end: 1006 });
+    let before = sm.clone();
+    assert!(matches!(set_mode(&mut sm, "t", TagMode::Segment), Response::Rejected(Rejection::ModeMismatch(_))));
+    assert!(matches!(set_mode(&mut sm, "t", TagMode::Monotonic), Response::Tag { .. }));
+    assert_eq!(set_mode(&mut sm, "nope", TagMode::Monotonic), Response::Rejected(Rejection::TagNotFound));
+    assert_eq!(sm.tags, before.tags);
 }

@@ -8,7 +8,14 @@ use raft::WorkerLease;
 use super::*;
 
 fn record(max_id: u64) -> TagRecord {
-    TagRecord { max_id, step: 1000, description: String::new(), created_at_ms: 5, updated_at_ms: 6 }
+    TagRecord {
+        max_id,
+        step: 1000,
+        description: String::new(),
+        created_at_ms: 5,
+        updated_at_ms: 6,
+        mode: raft::TagMode::Segment,
+    }
 }
 
 fn lease(window_end_ms: u64) -> WorkerLease {

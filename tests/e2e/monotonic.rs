@@ -1,0 +1,132 @@
+//! Strictly increasing tags (SPEC §4b) against real processes: clients on every node while the
+//! leader is killed with SIGKILL and restarted; every take sent after another was answered gets
+//! larger IDs, and no ID comes twice. Plus the API's answers about modes.
+
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use reqwest::Method;
+
+use crate::harness::assert_error;
+use crate::harness::wait_until;
+use crate::harness::ProcessCluster;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const CLIENTS: usize = 6;
+
+/// One answered take over HTTP.
+#[derive(Debug, Clone)]
+struct Op {
+    node: usize,
+    sent: Instant,
+    answered: Instant,
+    ids: Vec<u64>,
+}
+
+/// Takes sent after another take was answered must hold only larger IDs (real-time order);
+/// sweeps by send time over everything answered before, so it is O(n log n).
+fn real_time_violations(history: &[Op]) -> Vec<String> {
+    let mut by_answer: Vec<&Op> = history.iter().collect();
+    by_answer.sort_by_key(|op| op.answered);
+    let mut by_send: Vec<&Op> = history.iter().collect();
+    by_send.sort_by_key(|op| op.sent);
+    let (mut i, mut max_before, mut violations) = (0, None::<(u64, usize)>, Vec::new());
+    for op in by_send {
+        while i < by_answer.len() && by_answer[i].answered < op.sent {
+            let largest = by_answer[i].ids.iter().copied().max().unwrap_or(0);
+            if max_before.is_none_or(|(max, _)| largest > max) {
+                max_before = Some((largest, by_answer[i].node));
+            }
+            i += 1;
+        }
+        let smallest = op.ids.iter().copied().min().unwrap_or(u64::MAX);
+        if let Some((max, node)) = max_before.filter(|(max, _)| smallest <= *max) {
+            violations.push(format!("node {} answered {smallest} after node {node} had answered {max}", op.node));
+        }
+    }
+    violations
+}
+
+#[tokio::test]
+async fn a_monotonic_tag_stays_in_real_time_order_across_a_leader_kill() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let body = r#"{"tag":"ticks","step":1000,"mode":"monotonic"}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!((status.as_u16(), created["mode"].as_str()), (201, Some("monotonic")), "{created}");
+
+    // The API's answers about modes.
+    let ranges = cluster.request(leader, Method::GET, "/v1/segment/ticks/ranges?count=5", None, None).await;
+    assert_error(&ranges, 409, "MODE_MISMATCH", "/ranges of a monotonic tag");
+    let back = r#"{"mode":"segment"}"#;
+    let answer = cluster.request(leader, Method::PATCH, "/v1/tags/ticks", Some(back), None).await;
+    assert_error(&answer, 409, "MODE_MISMATCH", "a move back to segment");
+    let bad = cluster.request(leader, Method::PATCH, "/v1/tags/ticks", Some(r#"{"mode":"fast"}"#), None).await;
+    assert_error(&bad, 400, "INVALID_ARGUMENT", "an unknown mode");
+
+    let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let (urls, history, stop) = (urls.clone(), Arc::clone(&history), Arc::clone(&stop));
+            tokio::spawn(async move {
+                let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().expect("HTTP client");
+                let mut round = client;
+                while !stop.load(SeqCst) {
+                    let node = round % urls.len();
+                    round += 1;
+                    let sent = Instant::now();
+                    let Ok(response) = http.get(format!("{}/v1/segment/ticks?count=4", urls[node])).send().await else {
+                        continue;
+                    };
+                    let Ok(body) = response.json::<serde_json::Value>().await else { continue };
+                    let Some(ids) = body["ids"].as_array() else { continue };
+                    let ids = ids.iter().filter_map(|id| id.as_str()?.parse().ok()).collect();
+                    history.lock().expect("history").push(Op { node: node + 1, sent, answered: Instant::now(), ids });
+                }
+            })
+        })
+        .collect();
+    let answered = |history: &Arc<Mutex<Vec<Op>>>| history.lock().expect("history").len();
+    let progress = |at_least: usize| {
+        let history = Arc::clone(&history);
+        async move {
+            wait_until(TIMEOUT, "more monotonic takes answered", || async {
+                let n = answered(&history);
+                if n >= at_least {
+                    Ok(())
+                } else {
+                    Err(format!("{n} answered"))
+                }
+            })
+            .await
+        }
+    };
+    progress(200).await;
+    cluster.kill(leader);
+    let new = cluster.wait_leader(TIMEOUT).await;
+    assert_ne!(new, leader);
+    progress(answered(&history) + 200).await;
+    cluster.restart(leader);
+    cluster.wait_ready(leader, TIMEOUT).await;
+    progress(answered(&history) + 200).await;
+    stop.store(true, SeqCst);
+    for client in clients {
+        client.await.expect("client task");
+    }
+
+    let history = history.lock().expect("history").clone();
+    let ids: Vec<u64> = history.iter().flat_map(|op| op.ids.iter().copied()).collect();
+    let unique: HashSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "an ID was handed out twice");
+    let violations = real_time_violations(&history);
+    assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+    let served_by: HashSet<usize> = history.iter().map(|op| op.node).collect();
+    assert_eq!(served_by.len(), 3, "every node answered takes (forwarding to the leader)");
+}
