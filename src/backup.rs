@@ -16,6 +16,7 @@ use std::path::Path;
 
 use raft::SnowflakeRegistry;
 use raft::TagRecord;
+use raft::TimeseqRegistry;
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -23,7 +24,7 @@ use serde::Serialize;
 pub const MAGIC: &[u8; 16] = b"leafraft backup\n";
 
 /// The layout version this binary writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 
 /// The `Content-Type` of `GET /v1/backup`.
 pub const CONTENT_TYPE: &str = "application/vnd.leafraft.backup";
@@ -41,6 +42,33 @@ pub struct Backup {
     pub applied_term: u64,
     pub tags: BTreeMap<String, TagRecord>,
     pub snowflake: SnowflakeRegistry,
+    /// Since version 2.
+    pub timeseq: TimeseqRegistry,
+}
+
+/// Version 1 of [`Backup`] (before time sequences), still read: it had no namespaces.
+#[derive(Deserialize)]
+struct BackupV1 {
+    cluster_id: u64,
+    taken_at_ms: u64,
+    applied_index: u64,
+    applied_term: u64,
+    tags: BTreeMap<String, TagRecord>,
+    snowflake: SnowflakeRegistry,
+}
+
+impl From<BackupV1> for Backup {
+    fn from(v1: BackupV1) -> Backup {
+        Backup {
+            cluster_id: v1.cluster_id,
+            taken_at_ms: v1.taken_at_ms,
+            applied_index: v1.applied_index,
+            applied_term: v1.applied_term,
+            tags: v1.tags,
+            snowflake: v1.snowflake,
+            timeseq: TimeseqRegistry::default(),
+        }
+    }
 }
 
 /// Why bytes are not a backup this binary can use. `Display` is one line.
@@ -74,7 +102,7 @@ pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
 pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(BackupError::NotABackup)?;
     let (&version, _) = rest.split_first().ok_or_else(|| BackupError::Damaged("it ends after its magic".into()))?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(BackupError::UnknownVersion { found: version });
     }
     let Some(split) = bytes.len().checked_sub(4).filter(|&at| at > MAGIC.len()) else {
@@ -86,7 +114,12 @@ pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     if stored != computed {
         return Err(BackupError::Checksum { stored, computed });
     }
-    raft::codec::decode(&content[MAGIC.len() + 1..]).map_err(|e| BackupError::Damaged(e.to_string()))
+    let body = &content[MAGIC.len() + 1..];
+    let damaged = |e: bincode::error::DecodeError| BackupError::Damaged(e.to_string());
+    if version == 1 {
+        return raft::codec::decode::<BackupV1>(body).map(Backup::from).map_err(damaged);
+    }
+    raft::codec::decode(body).map_err(damaged)
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the whole new one: a

@@ -33,6 +33,13 @@ pub enum ErrorCode {
     ClusterMismatch,
     /// Promotion of a learner that does not yet replicate the leader's log.
     LearnerNotCaughtUp,
+    // Time sequences (appended: codes cross nodes positionally inside forwarded replies).
+    NamespaceNotFound,
+    NamespaceExists,
+    /// A namespace used every sequence of the current second and the next did not start in time.
+    SecondExhausted,
+    /// This node's clock is ahead of what the cluster accepts.
+    ClockAhead,
 }
 
 impl ErrorCode {
@@ -55,6 +62,10 @@ impl ErrorCode {
             ErrorCode::NotFound => "NOT_FOUND",
             ErrorCode::ClusterMismatch => "CLUSTER_MISMATCH",
             ErrorCode::LearnerNotCaughtUp => "LEARNER_NOT_CAUGHT_UP",
+            ErrorCode::NamespaceNotFound => "NAMESPACE_NOT_FOUND",
+            ErrorCode::NamespaceExists => "NAMESPACE_EXISTS",
+            ErrorCode::SecondExhausted => "SECOND_EXHAUSTED",
+            ErrorCode::ClockAhead => "CLOCK_AHEAD",
         }
     }
 
@@ -64,15 +75,20 @@ impl ErrorCode {
             | ErrorCode::SegmentsNotReady
             | ErrorCode::ClockBackwards
             | ErrorCode::WorkerUnavailable
-            | ErrorCode::NoLeader => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            | ErrorCode::NoLeader
+            | ErrorCode::SecondExhausted
+            | ErrorCode::ClockAhead => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound | ErrorCode::NamespaceNotFound => {
+                StatusCode::NOT_FOUND
+            }
             ErrorCode::TagExhausted
             | ErrorCode::TagExists
             | ErrorCode::MaxIdDecrease
             | ErrorCode::NotALearner
             | ErrorCode::LastVoter
             | ErrorCode::ClusterMismatch
-            | ErrorCode::LearnerNotCaughtUp => StatusCode::CONFLICT,
+            | ErrorCode::LearnerNotCaughtUp
+            | ErrorCode::NamespaceExists => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         }
@@ -115,6 +131,10 @@ impl Error {
         Error::new(ErrorCode::TagNotFound, format!("tag '{tag}' does not exist"))
     }
 
+    pub fn namespace_not_found(namespace: &str) -> Error {
+        Error::new(ErrorCode::NamespaceNotFound, format!("namespace '{namespace}' does not exist"))
+    }
+
     /// Maps a state-machine rejection of a request about `tag` to its API error.
     pub fn from_rejection(tag: &str, rejection: &raft::Rejection) -> Error {
         use raft::Rejection;
@@ -130,6 +150,21 @@ impl Error {
             Rejection::InvalidArgument(msg) => Error::invalid(msg.clone()),
             Rejection::NoWorkerAvailable | Rejection::LeaseLost | Rejection::LayoutMissing => {
                 Error::new(ErrorCode::WorkerUnavailable, rejection.to_string())
+            }
+            Rejection::NamespaceNotFound => Error::namespace_not_found(tag),
+            Rejection::NamespaceExists => {
+                Error::new(ErrorCode::NamespaceExists, format!("namespace '{tag}' already exists"))
+            }
+            Rejection::ClockBackwards { .. } => Error::new(
+                ErrorCode::ClockBackwards,
+                format!("namespace '{tag}': this node's clock is behind the cluster's: {rejection}"),
+            ),
+            Rejection::ClockAhead { .. } => Error::new(
+                ErrorCode::ClockAhead,
+                format!("namespace '{tag}': this node's clock is ahead of the cluster's: {rejection}"),
+            ),
+            Rejection::SecondExhausted => {
+                Error::new(ErrorCode::SecondExhausted, format!("namespace '{tag}' used every sequence of the second"))
             }
         }
     }

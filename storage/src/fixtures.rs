@@ -63,7 +63,30 @@ pub fn every_request() -> Vec<Request> {
         Request::ReleaseWorker { worker: 3, epoch: 4, used_until_ms: Some(1_700_000_015_000) },
         Request::SetClusterId { cluster_id: 0x0a0b_0c0d },
         restore(),
+        Request::CreateNamespace { namespace: "orders".into(), record: namespace_record() },
+        Request::ClaimTimeseq {
+            namespace: "orders".into(),
+            second: 1_700_000_001,
+            count: 1000,
+            now_ms: 1_700_000_000_500,
+        },
+        Request::RestoreTimeseq {
+            namespaces: BTreeMap::from([("orders".to_string(), namespace_record())]),
+            floor_s: 1_700_000_100,
+        },
     ]
+}
+
+/// A namespace with the default widths and epoch, a +08:00 zone and a description.
+pub fn namespace_record() -> raft::NamespaceRecord {
+    raft::NamespaceRecord {
+        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+        utc_offset_s: 8 * 3600,
+        shard_bits: 12,
+        seq_bits: 19,
+        description: "orders".into(),
+        created_at_ms: 1_700_000_000_000,
+    }
 }
 
 /// A restore of two tags (one exhausted), Leaf's layout and a snowflake floor.
