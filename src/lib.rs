@@ -10,7 +10,7 @@
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
 //! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator).
-//! - [`segments`], [`snowflakes`]: the ID services that feed the engines with Raft-committed
+//! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the engines with Raft-committed
 //!   claims and worker leases.
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
@@ -42,6 +42,7 @@ pub mod planted;
 pub mod recover;
 pub mod segments;
 pub mod snowflakes;
+pub mod timeseq;
 
 #[cfg(test)]
 mod tidy;
