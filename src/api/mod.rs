@@ -132,6 +132,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         snowflake: state.snowflakes.status(),
         snowflake_years_left: state.snowflakes.years_left(),
         identity_refusals: state.cluster.identity().refusals(),
+        timeseq: state.timeseq.event_counts(),
     };
     let text = state.metrics.render(&scrape);
     ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)

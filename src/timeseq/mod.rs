@@ -252,6 +252,17 @@ impl Timeseq {
             .collect()
     }
 
+    /// The counters for `/metrics`, by kind.
+    pub fn event_counts(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("claims", c.claims.load(Ordering::Relaxed)),
+            ("waits", c.waits.load(Ordering::Relaxed)),
+            ("exhausted_seconds", c.exhausted_seconds.load(Ordering::Relaxed)),
+            ("refused_clocks", c.refused_clocks.load(Ordering::Relaxed)),
+        ]
+    }
+
     /// Stops serving: what is held becomes a gap (sequences of a second are never given back).
     pub fn close_all(&self) {
         for ns in self.holders.load().values() {

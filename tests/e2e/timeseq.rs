@@ -118,6 +118,10 @@ async fn three_nodes_with_shifted_clocks_serve_unique_ids() {
     assert!(seen.insert(text.1.parse().expect("a decimal ID")), "Leaf path handed out a seen ID");
     let unknown = cluster.get_text(2, "/api/timeseq/get/nope?shard=3").await;
     assert_eq!(unknown, (StatusCode::INTERNAL_SERVER_ERROR, "Result{id=-2, status=EXCEPTION}".to_string()));
+    let metrics = cluster.get_text(1, "/metrics").await.1;
+    let claims = metrics.lines().find(|line| line.starts_with("leafraft_timeseq_events_total{kind=\"claims\"}"));
+    let claims: u64 = claims.and_then(|line| line.rsplit(' ').next()?.parse().ok()).expect("the claims counter");
+    assert!(claims >= 1, "node 1 served from {claims} claims");
 }
 
 /// A node 20 minutes behind its peers is refused, and the others serve.
