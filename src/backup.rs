@@ -16,15 +16,16 @@ use std::path::Path;
 
 use raft::SnowflakeRegistry;
 use raft::TagRecord;
+use raft::TimeseqRegistry;
 use serde::Deserialize;
 use serde::Serialize;
 
 /// The first bytes of every backup file.
 pub const MAGIC: &[u8; 16] = b"leafraft backup\n";
 
-/// The layout version this binary writes and reads. Version 1 was extended in place once, before
-/// any release: every tag record gained its `mode` (four bytes at its end).
-pub const FORMAT_VERSION: u8 = 1;
+/// The layout version this binary writes (and reads, with version 1). Version 2 added the
+/// time-sequence namespaces and every tag record's `mode`.
+pub const FORMAT_VERSION: u8 = 2;
 
 /// The `Content-Type` of `GET /v1/backup`.
 pub const CONTENT_TYPE: &str = "application/vnd.leafraft.backup";
@@ -42,6 +43,51 @@ pub struct Backup {
     pub applied_term: u64,
     pub tags: BTreeMap<String, TagRecord>,
     pub snowflake: SnowflakeRegistry,
+    /// Since version 2.
+    pub timeseq: TimeseqRegistry,
+}
+
+/// Version 1 of [`Backup`] (before time sequences and tag modes), still read: it had no
+/// namespaces, and every tag was a segment tag.
+#[derive(Deserialize)]
+struct BackupV1 {
+    cluster_id: u64,
+    taken_at_ms: u64,
+    applied_index: u64,
+    applied_term: u64,
+    tags: BTreeMap<String, TagRecordV1>,
+    snowflake: SnowflakeRegistry,
+}
+
+/// A tag record as version 1 wrote it: without `mode`.
+#[derive(Deserialize)]
+struct TagRecordV1 {
+    max_id: u64,
+    step: u64,
+    description: String,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+}
+
+impl From<TagRecordV1> for TagRecord {
+    fn from(v1: TagRecordV1) -> TagRecord {
+        let TagRecordV1 { max_id, step, description, created_at_ms, updated_at_ms } = v1;
+        TagRecord { max_id, step, description, created_at_ms, updated_at_ms, mode: raft::TagMode::Segment }
+    }
+}
+
+impl From<BackupV1> for Backup {
+    fn from(v1: BackupV1) -> Backup {
+        Backup {
+            cluster_id: v1.cluster_id,
+            taken_at_ms: v1.taken_at_ms,
+            applied_index: v1.applied_index,
+            applied_term: v1.applied_term,
+            tags: v1.tags.into_iter().map(|(name, record)| (name, record.into())).collect(),
+            snowflake: v1.snowflake,
+            timeseq: TimeseqRegistry::default(),
+        }
+    }
 }
 
 /// Why bytes are not a backup this binary can use. `Display` is one line.
@@ -75,7 +121,7 @@ pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
 pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(BackupError::NotABackup)?;
     let (&version, _) = rest.split_first().ok_or_else(|| BackupError::Damaged("it ends after its magic".into()))?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(BackupError::UnknownVersion { found: version });
     }
     let Some(split) = bytes.len().checked_sub(4).filter(|&at| at > MAGIC.len()) else {
@@ -87,7 +133,12 @@ pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     if stored != computed {
         return Err(BackupError::Checksum { stored, computed });
     }
-    raft::codec::decode(&content[MAGIC.len() + 1..]).map_err(|e| BackupError::Damaged(e.to_string()))
+    let body = &content[MAGIC.len() + 1..];
+    let damaged = |e: bincode::error::DecodeError| BackupError::Damaged(e.to_string());
+    if version == 1 {
+        return raft::codec::decode::<BackupV1>(body).map(Backup::from).map_err(damaged);
+    }
+    raft::codec::decode(body).map_err(damaged)
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the whole new one: a

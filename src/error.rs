@@ -35,6 +35,13 @@ pub enum ErrorCode {
     LearnerNotCaughtUp,
     /// `/ranges` of a monotonic tag, or a mode change back to segment.
     ModeMismatch,
+    // Time sequences (appended: codes cross nodes positionally inside forwarded replies).
+    NamespaceNotFound,
+    NamespaceExists,
+    /// A namespace used every sequence of the current second and the next did not start in time.
+    SecondExhausted,
+    /// This node's clock is ahead of what the cluster accepts.
+    ClockAhead,
 }
 
 impl ErrorCode {
@@ -58,6 +65,10 @@ impl ErrorCode {
             ErrorCode::ClusterMismatch => "CLUSTER_MISMATCH",
             ErrorCode::LearnerNotCaughtUp => "LEARNER_NOT_CAUGHT_UP",
             ErrorCode::ModeMismatch => "MODE_MISMATCH",
+            ErrorCode::NamespaceNotFound => "NAMESPACE_NOT_FOUND",
+            ErrorCode::NamespaceExists => "NAMESPACE_EXISTS",
+            ErrorCode::SecondExhausted => "SECOND_EXHAUSTED",
+            ErrorCode::ClockAhead => "CLOCK_AHEAD",
         }
     }
 
@@ -67,8 +78,12 @@ impl ErrorCode {
             | ErrorCode::SegmentsNotReady
             | ErrorCode::ClockBackwards
             | ErrorCode::WorkerUnavailable
-            | ErrorCode::NoLeader => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            | ErrorCode::NoLeader
+            | ErrorCode::SecondExhausted
+            | ErrorCode::ClockAhead => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound | ErrorCode::NamespaceNotFound => {
+                StatusCode::NOT_FOUND
+            }
             ErrorCode::TagExhausted
             | ErrorCode::TagExists
             | ErrorCode::MaxIdDecrease
@@ -77,6 +92,7 @@ impl ErrorCode {
             | ErrorCode::ClusterMismatch
             | ErrorCode::LearnerNotCaughtUp
             | ErrorCode::ModeMismatch => StatusCode::CONFLICT,
+            ErrorCode::NamespaceExists => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
         }
@@ -119,6 +135,10 @@ impl Error {
         Error::new(ErrorCode::TagNotFound, format!("tag '{tag}' does not exist"))
     }
 
+    pub fn namespace_not_found(namespace: &str) -> Error {
+        Error::new(ErrorCode::NamespaceNotFound, format!("namespace '{namespace}' does not exist"))
+    }
+
     /// Maps a state-machine rejection of a request about `tag` to its API error.
     pub fn from_rejection(tag: &str, rejection: &raft::Rejection) -> Error {
         use raft::Rejection;
@@ -136,6 +156,21 @@ impl Error {
                 Error::new(ErrorCode::WorkerUnavailable, rejection.to_string())
             }
             Rejection::ModeMismatch(msg) => Error::new(ErrorCode::ModeMismatch, msg.clone()),
+            Rejection::NamespaceNotFound => Error::namespace_not_found(tag),
+            Rejection::NamespaceExists => {
+                Error::new(ErrorCode::NamespaceExists, format!("namespace '{tag}' already exists"))
+            }
+            Rejection::ClockBackwards { .. } => Error::new(
+                ErrorCode::ClockBackwards,
+                format!("namespace '{tag}': this node's clock is behind the cluster's: {rejection}"),
+            ),
+            Rejection::ClockAhead { .. } => Error::new(
+                ErrorCode::ClockAhead,
+                format!("namespace '{tag}': this node's clock is ahead of the cluster's: {rejection}"),
+            ),
+            Rejection::SecondExhausted => {
+                Error::new(ErrorCode::SecondExhausted, format!("namespace '{tag}' used every sequence of the second"))
+            }
         }
     }
 }

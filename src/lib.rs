@@ -10,9 +10,11 @@
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
-//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator),
-//!   re-exported from the `leafraft-ids` crate that the client library (`leafraft-client`) shares.
-//! - [`segments`], [`snowflakes`]: the ID services that feed the engines with Raft-committed
+//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator,
+//!   time-sequence layout and range holder), re-exported from the `leafraft-ids` crate that the
+//!   client library (`leafraft-client`) shares.
+//! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the engines with
+//!   Raft-committed
 //!   claims and worker leases.
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
@@ -42,6 +44,7 @@ pub mod planted;
 pub mod recover;
 pub mod segments;
 pub mod snowflakes;
+pub mod timeseq;
 
 #[cfg(test)]
 mod tidy;

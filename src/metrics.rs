@@ -74,6 +74,9 @@ pub struct Scrape {
     pub snowflake_years_left: f64,
     /// Messages between nodes refused for a mismatched identity, by kind, since start.
     pub identity_refusals: Vec<(&'static str, u64)>,
+    /// Time-sequence events since start, by kind (`claims`, `waits`, `exhausted_seconds`,
+    /// `refused_clocks`).
+    pub timeseq: Vec<(&'static str, u64)>,
 }
 
 /// One tag's counters on this node, for `/metrics`.
@@ -101,6 +104,7 @@ pub struct Metrics {
     snowflake_refused: Gauge,
     snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
     identity_refusals: Family<KindLabels, Counter>,
+    timeseq_events: Family<KindLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -162,6 +166,12 @@ impl Metrics {
             "Messages between nodes refused because the peer's cluster ID or data dir identity did not match, by kind",
             Family::default(),
         );
+        let timeseq_events = registered(
+            r,
+            "timeseq_events",
+            "Time-sequence claims committed, requests that waited, seconds found exhausted and clocks refused, by kind",
+            Family::default(),
+        );
         Metrics {
             registry,
             requests,
@@ -178,6 +188,7 @@ impl Metrics {
             snowflake_refused,
             snowflake_years_left,
             identity_refusals,
+            timeseq_events,
         }
     }
 
@@ -226,6 +237,10 @@ impl Metrics {
         self.snowflake_years_left.set(scrape.snowflake_years_left);
         for (kind, count) in &scrape.identity_refusals {
             let counter = self.identity_refusals.get_or_create(&KindLabels { kind });
+            counter.inc_by(count.saturating_sub(counter.get()));
+        }
+        for (kind, count) in &scrape.timeseq {
+            let counter = self.timeseq_events.get_or_create(&KindLabels { kind });
             counter.inc_by(count.saturating_sub(counter.get()));
         }
         let mut text = String::new();

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
+use crate::timeseq::Timeseq;
 use raft::network::identity::MembershipMark;
 use raft::network::IdentityCheck;
 
@@ -107,11 +108,13 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let metrics = Arc::new(Metrics::new());
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
+    let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let app = api::router(api::AppState {
         cluster: cluster.clone(),
         segments: segments.clone(),
         snowflakes: snowflakes.clone(),
+        timeseq: timeseq.clone(),
         metrics,
         secret,
     })
@@ -131,6 +134,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
 
     let (background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
+    // Stops with the snowflake task (the same signal); nothing of it needs waiting for.
+    tokio::spawn(timeseq.maintain(snowflake_stop_rx.clone()));
     let snowflake_task = tokio::spawn(snowflakes.clone().maintain(snowflake_stop_rx));
     Ok(RunningNode {
         cluster,

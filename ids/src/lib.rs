@@ -15,6 +15,7 @@
 pub mod segment;
 pub mod snowflake;
 pub mod step;
+pub mod timeseq;
 
 pub use segment::IdRange;
 pub use segment::SegmentBuffer;

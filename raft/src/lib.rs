@@ -8,6 +8,8 @@
 //!   applied log id and the membership) and its deterministic `apply`.
 //! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
 //! - [`node`]: `Node`, a member as the membership records it (address and disk incarnation).
+//! - [`timeseq`]: time-sequence namespaces and per-second sequence claims, part of the state
+//!   machine.
 //! - [`tag`]: tag names and the numeric limits every layer checks.
 //! - [`codec`]: the one bincode configuration used on the wire and on disk.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
@@ -24,6 +26,7 @@ pub mod request;
 pub mod snowflake;
 pub mod state_machine;
 pub mod tag;
+pub mod timeseq;
 
 pub use request::Rejection;
 pub use request::Request;
@@ -34,6 +37,8 @@ pub use snowflake::WorkerLease;
 pub use state_machine::IdStateMachine;
 pub use state_machine::TagMode;
 pub use state_machine::TagRecord;
+pub use timeseq::NamespaceRecord;
+pub use timeseq::TimeseqRegistry;
 
 pub type NodeId = u64;
 pub use node::Node;

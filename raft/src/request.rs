@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::snowflake::SnowflakeLayout;
 use crate::state_machine::TagMode;
 use crate::state_machine::TagRecord;
+use crate::timeseq::NamespaceRecord;
 use crate::NodeId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +55,14 @@ pub enum Request {
     /// only in the term whose entry this is (see `src/monotonic`); a segment claim of such a tag,
     /// and this claim of a segment tag, are refused.
     ClaimMonotonic { tag: String, step: u64 },
+    /// Creates a time-sequence namespace (`record.created_at_ms` is the proposer's clock).
+    CreateNamespace { namespace: String, record: NamespaceRecord },
+    /// Claims up to `count` sequences of `(namespace, second)` (Unix seconds); `now_ms` is the
+    /// claimer's clock, against which the second is judged and the retention horizon moves.
+    ClaimTimeseq { namespace: String, second: u64, count: u64, now_ms: u64 },
+    /// Fills a recovered cluster's time-sequence namespaces, with a floor (Unix seconds) above
+    /// every second the old cluster can have claimed. Applies only while no namespace exists.
+    RestoreTimeseq { namespaces: BTreeMap<String, NamespaceRecord>, floor_s: u64 },
 }
 
 impl Request {
@@ -72,7 +81,10 @@ impl Request {
             | Request::ExtendWorker { .. }
             | Request::ReleaseWorker { .. }
             | Request::SetClusterId { .. }
-            | Request::Restore { .. } => None,
+            | Request::Restore { .. }
+            | Request::CreateNamespace { .. }
+            | Request::ClaimTimeseq { .. }
+            | Request::RestoreTimeseq { .. } => None,
         }
     }
 }
@@ -120,6 +132,22 @@ pub enum Response {
     Restored {
         tags: u64,
     },
+    /// A time-sequence namespace after its create.
+    Namespace {
+        namespace: String,
+        record: NamespaceRecord,
+    },
+    /// A committed time-sequence claim: sequences `[start, end)` of Unix second `second` now belong
+    /// to the claimer.
+    TimeseqRange {
+        second: u64,
+        start: u64,
+        end: u64,
+    },
+    /// A time-sequence restore filled this many namespaces.
+    TimeseqRestored {
+        namespaces: u64,
+    },
 }
 
 /// Why applying a request changed nothing. Mirrors the error codes of the HTTP API.
@@ -141,6 +169,19 @@ pub enum Rejection {
     /// The request does not fit the tag's mode (a segment claim of a monotonic tag, a mode
     /// change back to segment).
     ModeMismatch(String),
+    NamespaceNotFound,
+    NamespaceExists,
+    /// The claimed second is below the retention horizon (Unix seconds): the claimer's clock is
+    /// behind, or the second was forgotten.
+    ClockBackwards {
+        horizon_s: u64,
+    },
+    /// The claimed second is past the claimer's clock plus the lookahead (Unix seconds).
+    ClockAhead {
+        limit_s: u64,
+    },
+    /// Every sequence of the claimed second is taken.
+    SecondExhausted,
 }
 
 impl std::fmt::Display for Rejection {
@@ -155,6 +196,15 @@ impl std::fmt::Display for Rejection {
             Rejection::LeaseLost => write!(f, "the worker lease is held under another epoch"),
             Rejection::LayoutMissing => write!(f, "no snowflake layout is recorded"),
             Rejection::ModeMismatch(msg) => write!(f, "{msg}"),
+            Rejection::NamespaceNotFound => write!(f, "namespace does not exist"),
+            Rejection::NamespaceExists => write!(f, "namespace already exists"),
+            Rejection::ClockBackwards { horizon_s } => {
+                write!(f, "the second is below the cluster's retention horizon (Unix second {horizon_s})")
+            }
+            Rejection::ClockAhead { limit_s } => {
+                write!(f, "the second is past the claimer's clock plus the lookahead (Unix second {limit_s})")
+            }
+            Rejection::SecondExhausted => write!(f, "every sequence of the second is taken"),
         }
     }
 }

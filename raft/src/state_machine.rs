@@ -9,6 +9,7 @@
 //! 5. The snowflake registry keeps its own invariants: see `crate::snowflake`.
 //! 6. `cluster_id`, once nonzero, never changes.
 //! 7. A restore applies only to a state with no tag and no worker, all of it or nothing.
+//! 8. The time-sequence registry keeps its own invariants: see `crate::timeseq`.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +23,7 @@ use crate::request::Response;
 use crate::snowflake::SnowflakeLayout;
 use crate::snowflake::SnowflakeRegistry;
 use crate::tag;
+use crate::timeseq::TimeseqRegistry;
 use crate::typ;
 
 /// One tag's row: the role of a `leaf_alloc` row in Leaf.
@@ -78,6 +80,8 @@ pub struct IdStateMachine {
     /// The ID of the cluster this state belongs to, fixed once at formation (0: not set yet).
     /// Peers compare it on every Raft RPC so that two clusters on the same hosts never mix.
     pub cluster_id: u64,
+    /// The time-sequence namespaces and the claimed sequences inside the retention horizon.
+    pub timeseq: TimeseqRegistry,
 }
 
 impl IdStateMachine {
@@ -128,6 +132,11 @@ impl IdStateMachine {
             }
             Request::SetTagMode { tag, mode, now_ms } => self.set_tag_mode(tag, *mode, *now_ms),
             Request::ClaimMonotonic { tag, step } => self.claim(tag, *step, TagMode::Monotonic),
+            Request::CreateNamespace { namespace, record } => self.timeseq.create(namespace, record.clone()),
+            Request::ClaimTimeseq { namespace, second, count, now_ms } => {
+                self.timeseq.claim(namespace, *second, *count, *now_ms)
+            }
+            Request::RestoreTimeseq { namespaces, floor_s } => self.timeseq.restore(namespaces, *floor_s),
         }
     }
 

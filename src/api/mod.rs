@@ -8,12 +8,14 @@ mod backup;
 mod body;
 mod cluster;
 mod health;
+mod namespaces;
 pub mod openapi;
 mod peer;
 mod segments;
 mod snowflakes;
 pub mod status;
 mod tags;
+mod timeseq;
 
 use std::sync::Arc;
 
@@ -31,11 +33,17 @@ use crate::error::ErrorCode;
 use crate::metrics::Metrics;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
+use crate::timeseq::Timeseq;
 
 pub use body::MaxId;
+pub use namespaces::CreateNamespace;
+pub use namespaces::NamespaceList;
+pub use namespaces::NamespaceView;
 pub use tags::CreateTag;
 pub use tags::TagView;
 pub use tags::UpdateTag;
+pub use timeseq::DecodedTimeseqId;
+pub use timeseq::TimeseqIds;
 
 pub use tags::rfc3339;
 
@@ -45,6 +53,7 @@ pub struct AppState {
     pub cluster: Arc<Cluster>,
     pub segments: Arc<Segments>,
     pub snowflakes: Arc<Snowflakes>,
+    pub timeseq: Arc<Timeseq>,
     pub metrics: Arc<Metrics>,
     /// The cluster secret `/raft/*` and writes need, when there is one.
     pub secret: Option<Arc<str>>,
@@ -74,6 +83,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/cluster/voters", post(cluster::promote_voter))
         .route("/v1/cluster/members/{id}", axum::routing::delete(cluster::remove_member))
         .route("/v1/backup", get(backup::backup))
+        .route("/v1/timeseq", get(namespaces::list).post(namespaces::create))
+        .route("/v1/timeseq/{ns}", get(timeseq::ids))
+        .route("/v1/timeseq/{ns}/decode/{id}", get(timeseq::decode))
+        .route("/api/timeseq/get/{ns}", get(timeseq::leaf_get))
         .with_state(state.clone())
         .merge(peer_routes(state.clone()))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
@@ -119,6 +132,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         snowflake: state.snowflakes.status(),
         snowflake_years_left: state.snowflakes.years_left(),
         identity_refusals: state.cluster.identity().refusals(),
+        timeseq: state.timeseq.event_counts(),
     };
     let text = state.metrics.render(&scrape);
     ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text)

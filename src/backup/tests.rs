@@ -35,7 +35,28 @@ fn backup() -> Backup {
         applied_term: 3,
         tags: BTreeMap::from([("t".to_string(), record)]),
         snowflake,
+        timeseq: TimeseqRegistry::default(),
     }
+}
+
+fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex literal")).collect()
+}
+
+/// A version-1 file (before time sequences) is still read, with no namespaces.
+#[test]
+fn version_1_is_still_read() {
+    let v1 = concat!(
+        "6c65616672616674206261636b75700a01887766554433221100",
+        "68e5cf8b0100002a0000000000000003000000000000000100000000000000010000000000000074",
+        "e903000000000000e8030000000000000300000000000000696473",
+        "07000000000000000800000000000000",
+        "01c1038d142c010000290a0c010000000000000005000000",
+        "0102000000000000000300000000000000280000000000000014000000000000001e0000000000000000",
+        "0900000000000000",
+        "15e4a309",
+    );
+    assert_eq!(decode(&unhex(v1)).expect("decode v1"), backup());
 }
 
 /// If this fails, the layout changed: bump `FORMAT_VERSION` (and keep reading the old one, or
@@ -44,7 +65,7 @@ fn backup() -> Backup {
 fn golden_bytes() {
     let expected = concat!(
         "6c65616672616674206261636b75700a", // "leafraft backup\n"
-        "01",                               // format version
+        "02",                               // format version
         "8877665544332211",                 // cluster ID
         "0068e5cf8b010000",                 // taken at
         "2a00000000000000",                 // applied index
@@ -57,12 +78,34 @@ fn golden_bytes() {
         "01c1038d142c010000290a0c", // Leaf's layout
         "010000000000000005000000", // one lease, worker 5:
         "0102000000000000000300000000000000280000000000000014000000000000001e0000000000000000",
-        "0900000000000000", // the registry's floor
-        "e0073e87",         // CRC-32
+        "0900000000000000",   // the registry's floor
+        "0100000000000000",   // one namespace,
+        "010000000000000074", // "t":
+        "00e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b010000",
+        "0100000000000000010000000000000074", // claimed seconds of "t":
+        "010000000000000001f1536500000000e803000000000000",
+        "f469e5cf8b010000", // newest now_ms
+        "0000000000000000", // floor
+        "5339cbcf",         // CRC-32
     );
-    let bytes = encode(&backup()).expect("encode");
+    let mut backup = backup();
+    backup.timeseq.namespaces.insert("t".into(), namespace());
+    backup.timeseq.next_seq.insert("t".into(), BTreeMap::from([(1_700_000_001, 1000)]));
+    backup.timeseq.newest_now_ms = 1_700_000_000_500;
+    let bytes = encode(&backup).expect("encode");
     assert_eq!(hex(&bytes), expected);
-    assert_eq!(decode(&bytes).expect("decode"), backup());
+    assert_eq!(decode(&bytes).expect("decode"), backup);
+}
+
+fn namespace() -> raft::NamespaceRecord {
+    raft::NamespaceRecord {
+        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+        utc_offset_s: 8 * 3600,
+        shard_bits: 12,
+        seq_bits: 19,
+        description: "orders".into(),
+        created_at_ms: 1_700_000_000_000,
+    }
 }
 
 #[test]
@@ -103,7 +146,7 @@ fn errors_are_one_line_and_say_what_to_do() {
     assert_eq!(messages[0], "not a leafraft backup file (it does not start with \"leafraft backup\")");
     assert_eq!(
         messages[1],
-        "the backup has format version 2; this binary reads version 1 (use the leafraft that wrote it)"
+        "the backup has format version 3; this binary reads version 2 (use the leafraft that wrote it)"
     );
     assert!(messages.iter().all(|m| !m.contains('\n')));
 }

@@ -21,13 +21,13 @@ use crate::recover::RecoverError;
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Creates the member identity and the store in `dir` (which must not hold one), and commits
-/// `SetClusterId { cluster_id }` and `restore` as node `node_id` reachable at `advertise`.
+/// `SetClusterId { cluster_id }` and the two `restores` (tags and snowflake, time sequences) as node `node_id` reachable at `advertise`.
 pub async fn form(
     dir: &Path,
     node_id: NodeId,
     advertise: &str,
     cluster_id: u64,
-    restore: Request,
+    restores: [Request; 2],
 ) -> Result<(), RecoverError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| RecoverError(format!("{what}: {e}"));
     let owned = dir.to_path_buf();
@@ -49,7 +49,7 @@ pub async fn form(
     let raft = raft::Raft::new(node_id, Arc::new(raft_config), network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| fail("cannot start raft", &e))?;
-    let committed = commit(&raft, node_id, Node::new(advertise, identity.incarnation), cluster_id, restore).await;
+    let committed = commit(&raft, node_id, Node::new(advertise, identity.incarnation), cluster_id, restores).await;
     // Stop in order whatever happened: a half-formed store is refused as non-empty next time.
     let stopped = raft.shutdown().await.map_err(|e| fail("raft did not shut down cleanly", &e));
     let flushed = store.flush().await.map_err(|e| fail("cannot flush the new store", &e));
@@ -62,7 +62,7 @@ async fn commit(
     node_id: NodeId,
     node: Node,
     cluster_id: u64,
-    restore: Request,
+    restores: [Request; 2],
 ) -> Result<(), RecoverError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| RecoverError(format!("{what}: {e}"));
     raft.initialize(BTreeMap::from([(node_id, node)]))
@@ -77,9 +77,12 @@ async fn commit(
         Ok(reply) => return Err(RecoverError(format!("the cluster ID was not recorded: {:?}", reply.data))),
         Err(e) => return Err(fail("cannot commit the cluster ID", &e)),
     }
-    match raft.client_write(restore).await {
-        Ok(reply) if matches!(reply.data, Response::Restored { .. }) => Ok(()),
-        Ok(reply) => Err(RecoverError(format!("the restore was refused: {:?}", reply.data))),
-        Err(e) => Err(fail("cannot commit the restore", &e)),
+    for restore in restores {
+        match raft.client_write(restore).await {
+            Ok(reply) if matches!(reply.data, Response::Restored { .. } | Response::TimeseqRestored { .. }) => {}
+            Ok(reply) => return Err(RecoverError(format!("the restore was refused: {:?}", reply.data))),
+            Err(e) => return Err(fail("cannot commit the restore", &e)),
+        }
     }
+    Ok(())
 }

@@ -17,16 +17,25 @@
 //!   (a backup restored twice): its holdings start at its own floor, ahead of the clock, and move
 //!   up a millisecond per `2^sequence_bits` IDs a worker issues, i.e. at most one millisecond per
 //!   millisecond at the layout's full rate; twice the time since the copy leaves room for twice that.
+//! - **Time sequences.** A second is claimed at most `LOOKAHEAD_MS` past its claimer's clock, and
+//!   the old cluster claims nothing after the recovery starts. The new cluster claims no second
+//!   below `max(the newest clock the copy applied, its floor, recover time) + LOOKAHEAD_MS +
+//!   margin_ms`, so no (namespace, second) the old cluster used is used again, whatever was claimed
+//!   of it. A cluster that already ran from the same copy is covered too: its claims, like the old
+//!   cluster's, are bounded by its clocks before this recovery started.
 
 use std::collections::BTreeMap;
 
 use raft::snowflake::MAX_WINDOW_MS;
 use raft::tag::MAX_ID_LIMIT;
 use raft::tag::MAX_STEP;
+use raft::timeseq::LOOKAHEAD_MS;
+use raft::NamespaceRecord;
 use raft::Request;
 use raft::SnowflakeLayout;
 use raft::SnowflakeRegistry;
 use raft::TagRecord;
+use raft::TimeseqRegistry;
 
 /// The rate bound's default: claims the old cluster could commit per second. About 16 times the
 /// peak measured here (`leafraft bench claims`: 6,017/s with 16 claimers on 2 cores, docs/benchmarks.md).
@@ -68,6 +77,7 @@ impl Default for MarginOptions {
 pub struct OldState {
     pub tags: BTreeMap<String, TagRecord>,
     pub snowflake: SnowflakeRegistry,
+    pub timeseq: TimeseqRegistry,
 }
 
 /// What the new cluster starts with: the content of its one `Restore` command.
@@ -78,11 +88,19 @@ pub struct Raised {
     pub snowflake_floor_ms: u64,
     /// How many IDs every tag was raised by (before clamping at the limit).
     pub margin_ids: u128,
+    pub namespaces: BTreeMap<String, NamespaceRecord>,
+    /// Unix seconds: the first second any time-sequence claim may use in the new cluster.
+    pub timeseq_floor_s: u64,
 }
 
 impl Raised {
     pub fn request(&self) -> Request {
         Request::Restore { tags: self.tags.clone(), layout: self.layout, snowflake_floor_ms: self.snowflake_floor_ms }
+    }
+
+    /// The time-sequence half of the restore, committed right after [`request`](Self::request).
+    pub fn timeseq_request(&self) -> Request {
+        Request::RestoreTimeseq { namespaces: self.namespaces.clone(), floor_s: self.timeseq_floor_s }
     }
 
     /// Tags the margin left without IDs (their `max_id` is at the limit).
@@ -131,6 +149,12 @@ pub fn snowflake_floor_ms(
         .saturating_add(1)
 }
 
+/// The first Unix second any time-sequence claim may use in the new cluster.
+pub fn timeseq_floor_s(old: &TimeseqRegistry, recover_time_ms: u64, options: &MarginOptions) -> u64 {
+    let latest_ms = old.newest_now_ms.max(old.floor_s.saturating_mul(1000)).max(recover_time_ms);
+    (latest_ms.saturating_add(LOOKAHEAD_MS).saturating_add(options.margin_ms) / 1000).saturating_add(1)
+}
+
 /// The state the new cluster starts from, recovered at `recover_time_ms` from a copy complete at
 /// `copy_time_ms` (both Unix ms).
 pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &MarginOptions) -> Raised {
@@ -150,6 +174,8 @@ pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &
         layout: old.snowflake.layout,
         snowflake_floor_ms: snowflake_floor_ms(&old.snowflake, copy_time_ms, recover_time_ms, options),
         margin_ids,
+        namespaces: old.timeseq.namespaces.clone(),
+        timeseq_floor_s: timeseq_floor_s(&old.timeseq, recover_time_ms, options),
     }
 }
 

@@ -99,7 +99,11 @@ pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
             let backup = backup::decode(&bytes).map_err(|e| RecoverError(format!("{}: {e}", file.display())))?;
             let copy_time_ms = Some(backup.taken_at_ms);
             Found {
-                old: OldState { tags: backup.tags.clone(), snowflake: backup.snowflake.clone() },
+                old: OldState {
+                    tags: backup.tags.clone(),
+                    snowflake: backup.snowflake.clone(),
+                    timeseq: backup.timeseq.clone(),
+                },
                 copy_time_ms,
                 cluster_id: backup.cluster_id,
                 addr: None,
@@ -118,9 +122,15 @@ pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
     let advertise = options.advertise.clone().or(found.addr).unwrap_or_else(|| "127.0.0.1:8080".into());
     let cluster_id = new_cluster_id(found.cluster_id)?;
     refuse_non_empty(&options.data_dir)?;
-    form::form(&options.data_dir, options.node_id, &advertise, cluster_id, raised.request())
-        .await
-        .map_err(|e| RecoverError(format!("{e}; delete {} before trying again", options.data_dir.display())))?;
+    form::form(
+        &options.data_dir,
+        options.node_id,
+        &advertise,
+        cluster_id,
+        [raised.request(), raised.timeseq_request()],
+    )
+    .await
+    .map_err(|e| RecoverError(format!("{e}; delete {} before trying again", options.data_dir.display())))?;
     Ok(Report {
         old: found.old,
         raised,

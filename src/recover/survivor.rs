@@ -114,7 +114,7 @@ async fn read_store(store: &storage::Store) -> Result<Survivor, RecoverError> {
         members: replayed.membership.membership().nodes().map(|(id, node)| (*id, node.clone())).collect(),
         applied_index: state.last_applied.map(|id| id.index),
         last_log_index: last_log.map(|id| id.index),
-        state: OldState { tags: replayed.tags, snowflake: replayed.snowflake },
+        state: OldState { tags: replayed.tags, snowflake: replayed.snowflake, timeseq: replayed.timeseq },
         copy_time_ms,
     })
 }
@@ -154,6 +154,8 @@ pub fn replay(state: &IdStateMachine, entries: &[typ::Entry], committed: Option<
     highest.snowflake.floor_ms = highest.snowflake.floor_ms.max(replayed.snowflake.floor_ms);
     highest.membership = replayed.membership;
     highest.cluster_id = replayed.cluster_id;
+    // The registry's clock and floor only rise, so the replayed one is the highest it reached.
+    highest.timeseq = replayed.timeseq;
     highest.last_applied = replayed.last_applied;
     (highest, copy_time_ms)
 }

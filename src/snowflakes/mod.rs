@@ -235,6 +235,19 @@ impl Snowflakes {
         Ok(ids)
     }
 
+    /// The verdict of the last peer clock check, which time sequences share: `None` while this
+    /// node's clock is confirmed by a majority of the members.
+    pub fn clock_refusal(&self) -> Option<Error> {
+        let state = self.lock();
+        if state.clock_checks == 0 {
+            return Some(Error::new(
+                ErrorCode::ClockBackwards,
+                "this node's clock has not been compared with its peers' yet",
+            ));
+        }
+        state.refused.clone().filter(|refused| refused.code == ErrorCode::ClockBackwards)
+    }
+
     pub fn status(&self) -> SnowflakeStatus {
         let state = self.lock();
         SnowflakeStatus {

@@ -73,7 +73,30 @@ pub fn every_request() -> Vec<Request> {
         },
         Request::SetTagMode { tag: "orders".into(), mode: raft::TagMode::Monotonic, now_ms: 1_700_000_000_002 },
         Request::ClaimMonotonic { tag: "ticks".into(), step: 1000 },
+        Request::CreateNamespace { namespace: "orders".into(), record: namespace_record() },
+        Request::ClaimTimeseq {
+            namespace: "orders".into(),
+            second: 1_700_000_001,
+            count: 1000,
+            now_ms: 1_700_000_000_500,
+        },
+        Request::RestoreTimeseq {
+            namespaces: BTreeMap::from([("orders".to_string(), namespace_record())]),
+            floor_s: 1_700_000_100,
+        },
     ]
+}
+
+/// A namespace with the default widths and epoch, a +08:00 zone and a description.
+pub fn namespace_record() -> raft::NamespaceRecord {
+    raft::NamespaceRecord {
+        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+        utc_offset_s: 8 * 3600,
+        shard_bits: 12,
+        seq_bits: 19,
+        description: "orders".into(),
+        created_at_ms: 1_700_000_000_000,
+    }
 }
 
 /// A restore of two tags (one exhausted), Leaf's layout and a snowflake floor.

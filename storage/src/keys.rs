@@ -18,6 +18,9 @@ pub const TAG_PREFIX: &[u8] = b"tag/";
 pub const SNOWFLAKE: &[u8] = b"snowflake";
 /// The cluster ID (`u64`), present once set.
 pub const CLUSTER_ID: &[u8] = b"cluster_id";
+/// The time-sequence registry, one value (its namespaces and the claimed seconds of the last ten
+/// minutes).
+pub const TIMESEQ: &[u8] = b"timeseq";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 

@@ -4,7 +4,7 @@
 //! # Layout of the `StateMachine` keyspace
 //! - `tag/<name>` → `TagRecord`, one key per tag, so an apply writes only the tags it changed;
 //! - `last_applied` → `LogId`, `membership` → `StoredMembership`, `snowflake` → the registry,
-//!   `cluster_id` → `u64` (once set);
+//!   `cluster_id` → `u64` (once set), `timeseq` → the time-sequence registry (once used);
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -31,6 +31,7 @@ use raft::Request;
 use raft::Response;
 use raft::SnowflakeRegistry;
 use raft::TagRecord;
+use raft::TimeseqRegistry;
 use raft::TypeConfig;
 use serde::Deserialize;
 use serde::Serialize;
@@ -96,6 +97,7 @@ impl StateMachineStore {
         let mut tags = BTreeMap::new();
         let mut snowflake = SnowflakeRegistry::default();
         let mut cluster_id = 0;
+        let mut timeseq = TimeseqRegistry::default();
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
@@ -110,6 +112,8 @@ impl StateMachineStore {
                 snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
             } else if key == keys::CLUSTER_ID {
                 cluster_id = codec::decode(&value).map_err(|e| ("cluster id", e.into()))?;
+            } else if key == keys::TIMESEQ {
+                timeseq = codec::decode(&value).map_err(|e| ("time-sequence registry", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
                 let record: SnapshotRecord = codec::decode(&value).map_err(|e| ("snapshot meta", e.into()))?;
                 seq = record.seq + 1;
@@ -118,7 +122,7 @@ impl StateMachineStore {
             }
         }
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
-        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id };
+        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id, timeseq };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
@@ -151,6 +155,7 @@ impl StateMachineStore {
             let mut membership_changed = false;
             let mut snowflake_before = None;
             let cluster_id_before = state.cluster_id;
+            let mut timeseq_before = None;
             // A restore may write every tag; it applies only to a state without tags.
             let mut restored = false;
             for entry in entries {
@@ -167,6 +172,11 @@ impl StateMachineStore {
                             }
                         }
                         Touched::ClusterId => {}
+                        Touched::Timeseq => {
+                            if timeseq_before.is_none() {
+                                timeseq_before = Some(state.timeseq.clone());
+                            }
+                        }
                         Touched::Everything => {
                             restored = true;
                             if snowflake_before.is_none() {
@@ -201,6 +211,9 @@ impl StateMachineStore {
             }
             if snowflake_before.is_some_and(|before| before != state.snowflake) {
                 batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
+            }
+            if timeseq_before.is_some_and(|before| before != state.timeseq) {
+                batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
             }
             if state.cluster_id != cluster_id_before {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
@@ -239,6 +252,9 @@ impl StateMachineStore {
             }
             batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
             batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
+            if state.timeseq != TimeseqRegistry::default() {
+                batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
+            }
             if state.cluster_id != 0 {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
             }
@@ -262,6 +278,8 @@ enum Touched<'a> {
     ClusterId,
     /// Any tag and the snowflake registry (a restore).
     Everything,
+    /// The time-sequence registry (one value).
+    Timeseq,
 }
 
 /// What `request` may change. No wildcard on purpose: a new request kind must decide here what
@@ -281,6 +299,9 @@ fn what_changes(request: &Request) -> Touched<'_> {
         | Request::ReleaseWorker { .. } => Touched::Snowflake,
         Request::SetClusterId { .. } => Touched::ClusterId,
         Request::Restore { .. } => Touched::Everything,
+        Request::CreateNamespace { .. } | Request::ClaimTimeseq { .. } | Request::RestoreTimeseq { .. } => {
+            Touched::Timeseq
+        }
     }
 }
 

@@ -33,6 +33,7 @@ mod snowflake_clock;
 mod snowflake_load;
 mod snowflake_workers;
 mod tags;
+mod timeseq;
 
 mod config;
 mod import;

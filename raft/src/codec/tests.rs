@@ -102,7 +102,24 @@ fn the_largest_request_fits_its_limit() {
         description: "d".repeat(tag::MAX_DESCRIPTION_LEN),
         now_ms: u64::MAX,
     };
-    for request in [create, largest_request()] {
+    let namespace = Request::CreateNamespace {
+        namespace: "n".repeat(tag::MAX_TAG_LEN),
+        record: crate::NamespaceRecord {
+            epoch_s: u64::MAX,
+            utc_offset_s: i32::MIN,
+            shard_bits: u8::MAX,
+            seq_bits: u8::MAX,
+            description: "d".repeat(tag::MAX_DESCRIPTION_LEN),
+            created_at_ms: u64::MAX,
+        },
+    };
+    let claim = Request::ClaimTimeseq {
+        namespace: "n".repeat(tag::MAX_TAG_LEN),
+        second: u64::MAX,
+        count: u64::MAX,
+        now_ms: u64::MAX,
+    };
+    for request in [create, largest_request(), namespace, claim] {
         let len = encode(&request).expect("encode").len();
         assert!(len <= MAX_REQUEST_BYTES, "{len} bytes");
     }

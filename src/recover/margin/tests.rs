@@ -26,7 +26,7 @@ fn old_state(max_ids: &[u64], windows: &[u64], floor_ms: u64) -> OldState {
     let tags = max_ids.iter().enumerate().map(|(i, &max_id)| (format!("t{i}"), record(max_id))).collect();
     let workers = (0u32..).zip(windows).map(|(id, &end)| (id, lease(end))).collect();
     let snowflake = SnowflakeRegistry { layout: Some(SnowflakeLayout::LEAF), workers, floor_ms };
-    OldState { tags, snowflake }
+    OldState { tags, snowflake, timeseq: raft::TimeseqRegistry::default() }
 }
 
 /// `claims_per_sec × MAX_STEP × seconds`, exact.
@@ -164,4 +164,23 @@ fn the_restore_carries_the_raised_state() {
     assert_eq!(tags["t0"].max_id, 15);
     assert_eq!(layout, Some(SnowflakeLayout::LEAF));
     assert_eq!(snowflake_floor_ms, 20 + MAX_WINDOW_MS + 1);
+}
+
+/// No second the old cluster can have claimed (up to its clock plus the lookahead, its clock at
+/// most `margin_ms` ahead of this machine's) is claimable in the new cluster.
+#[test]
+fn the_timeseq_floor_is_above_every_second_the_old_cluster_can_have_claimed() {
+    let options = MarginOptions::default();
+    let recover_ms = 1_800_000_000_000;
+    let mut old = raft::TimeseqRegistry { newest_now_ms: recover_ms - 5_000, ..Default::default() };
+    let floor = timeseq_floor_s(&old, recover_ms, &options);
+    let old_latest_claim_s = (recover_ms + options.margin_ms + raft::timeseq::LOOKAHEAD_MS) / 1000;
+    assert!(floor > old_latest_claim_s, "{floor} <= {old_latest_claim_s}");
+    // A copy whose clock ran ahead of the recovering machine's, or a floor from an earlier
+    // recovery, raises it further.
+    old.newest_now_ms = recover_ms + 3_600_000;
+    assert!(timeseq_floor_s(&old, recover_ms, &options) > (old.newest_now_ms + raft::timeseq::LOOKAHEAD_MS) / 1000);
+    old.newest_now_ms = 0;
+    old.floor_s = recover_ms / 1000 + 7_200;
+    assert!(timeseq_floor_s(&old, recover_ms, &options) > old.floor_s);
 }

@@ -40,7 +40,7 @@ async fn apply_answers_every_entry_and_persists_changed_tags() {
     assert_eq!(responses[n - 1], Response::Rejected(Rejection::TagNotFound));
     assert_eq!(sm.read(Clone::clone), expected);
 
-    assert_eq!(tag_keys(&sm), ["tag/orders"]);
+    assert_eq!(tag_keys(&sm), ["tag/orders", "tag/ticks"]);
     assert_eq!(stored_tag(&sm, "orders").as_ref(), expected.tags.get("orders"));
     assert!(expected.snowflake.layout.is_some(), "the worker requests were applied");
     assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, next + 1)), expected.membership.clone()));
@@ -148,6 +148,17 @@ async fn install_replaces_the_state_and_the_snapshot() {
             normal(1, 2, create("kept", 1, 10)),
             normal(1, 3, claim("kept", 10)),
             normal(1, 4, raft::Request::SetClusterId { cluster_id: 77 }),
+            normal(1, 5, raft::Request::CreateNamespace { namespace: "n".into(), record: namespace_record() }),
+            normal(
+                1,
+                6,
+                raft::Request::ClaimTimeseq {
+                    namespace: "n".into(),
+                    second: 1_700_000_001,
+                    count: 9,
+                    now_ms: 1_700_000_000_000,
+                },
+            ),
         ])
         .await
         .expect("apply");
@@ -174,7 +185,8 @@ async fn install_replaces_the_state_and_the_snapshot() {
     let reopened = crate::open(follower_dir.path(), &options(false)).expect("reopen");
     assert_eq!(reopened.state_machine.read(Clone::clone), expected);
     assert_eq!(reopened.state_machine.read(|state| state.cluster_id), 77);
-    assert_eq!(reopened.state_machine.applied_at_open(), Some(log_id(1, 4)));
+    assert_eq!(reopened.state_machine.applied_at_open(), Some(log_id(1, 6)));
+    assert_eq!(reopened.state_machine.read(|state| state.timeseq.next_seq["n"][&1_700_000_001]), 9);
     let mut sm = reopened.state_machine.clone();
     let current = sm.get_current_snapshot().await.expect("current").expect("stored");
     assert_eq!(current.meta, snapshot.meta);

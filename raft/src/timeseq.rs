@@ -1,0 +1,205 @@
+//! The time-sequence registry: the namespaces of sharded time-sequence IDs and, per namespace and
+//! Unix second inside a retention horizon, the next free sequence (the role of the original's
+//! Redis keys `namespace + second`, `INCRBY` and `EXPIRE 600`).
+//!
+//! Invariants (tested in `timeseq/tests.rs` and `timeseq/proptests.rs`):
+//! 1. A claim hands out `[next, next + count)` of one (namespace, second), capped at `2^seq_bits`,
+//!    and raises `next` past it; `next` never goes down.
+//! 2. The horizon (`newest_now_ms / 1000 − RETENTION_S`, and never below `floor_s`) only rises; a
+//!    second below it is refused (`ClockBackwards`) and only seconds below it are forgotten. So a
+//!    forgotten second is never claimed again, and no (namespace, second, sequence) is handed out
+//!    twice.
+//! 3. A second more than `LOOKAHEAD_MS` past the claim's `now_ms` is refused (`ClockAhead`).
+//! 4. Everything time-like comes in the command; a rejected command changes nothing.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::request::Rejection;
+use crate::request::Response;
+use crate::tag;
+
+/// How far behind the newest applied `now_ms` a second is still remembered (the original's
+/// `EXPIRE 600`): longer than any NTP correction.
+pub const RETENTION_S: u64 = 600;
+
+/// How far past its own clock a node may claim a second: the prefetch of the next second, with
+/// room for a clock a little behind the leader's.
+pub const LOOKAHEAD_MS: u64 = 10_000;
+
+/// The widest offset of a namespace's time zone (fixed offsets only: a zone with daylight saving
+/// repeats an hour of local time, and two string IDs of the repeated hour could be equal).
+pub const MAX_UTC_OFFSET_S: i32 = 18 * 3600;
+
+/// The last second the 14-digit `yyyyMMddHHmmss` can write in any allowed offset
+/// (9999-12-31T23:59:59Z minus 18 h).
+pub const LAST_WRITABLE_SECOND: u64 = 253_402_300_799 - MAX_UTC_OFFSET_S as u64;
+
+/// 2020-01-01T00:00:00Z, the default epoch.
+pub const DEFAULT_EPOCH_S: u64 = 1_577_836_800;
+pub const DEFAULT_SHARD_BITS: u8 = 12;
+pub const DEFAULT_SEQ_BITS: u8 = 19;
+
+/// One namespace, fixed at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceRecord {
+    /// Unix seconds of second zero.
+    pub epoch_s: u64,
+    /// The string form's time zone as a fixed offset east of UTC, in seconds.
+    pub utc_offset_s: i32,
+    pub shard_bits: u8,
+    pub seq_bits: u8,
+    pub description: String,
+    /// Proposer's wall clock at creation, carried in the command.
+    pub created_at_ms: u64,
+}
+
+impl NamespaceRecord {
+    pub fn time_bits(&self) -> u8 {
+        63u8.saturating_sub(self.shard_bits).saturating_sub(self.seq_bits)
+    }
+
+    /// Sequences per second: `2^seq_bits`.
+    pub fn seq_limit(&self) -> u64 {
+        1u64 << self.seq_bits
+    }
+
+    /// The last Unix second the time bits can carry.
+    pub fn last_second(&self) -> u64 {
+        self.epoch_s.saturating_add((1u64 << self.time_bits()) - 1)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shard_bits > 20 {
+            return Err(format!("shard_bits must be 0 to 20, got {}", self.shard_bits));
+        }
+        if !(1..=24).contains(&self.seq_bits) {
+            return Err(format!("seq_bits must be 1 to 24, got {}", self.seq_bits));
+        }
+        let time_bits = 63 - i32::from(self.shard_bits) - i32::from(self.seq_bits);
+        if !(31..=40).contains(&time_bits) {
+            return Err(format!("shard_bits + seq_bits leave {time_bits} time bits of 63; they must leave 31 to 40"));
+        }
+        if self.utc_offset_s.abs() > MAX_UTC_OFFSET_S || self.utc_offset_s % 60 != 0 {
+            return Err("the time zone must be a whole-minute offset of at most 18 hours".into());
+        }
+        if self.last_second() > LAST_WRITABLE_SECOND {
+            return Err("the epoch and time bits reach past year 9999".into());
+        }
+        tag::validate_description(&self.description)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeseqRegistry {
+    pub namespaces: BTreeMap<String, NamespaceRecord>,
+    /// Per namespace, per Unix second at or above the horizon that was claimed: the next free
+    /// sequence.
+    pub next_seq: BTreeMap<String, BTreeMap<u64, u64>>,
+    /// The newest `now_ms` an accepted claim carried.
+    pub newest_now_ms: u64,
+    /// Unix seconds: no second below it is ever claimed. 0 except in a cluster built by
+    /// `leafraft recover` (`Request::RestoreTimeseq`).
+    pub floor_s: u64,
+}
+
+impl TimeseqRegistry {
+    /// The first second that may still be claimed if the newest applied clock were `newest_now_ms`.
+    pub fn horizon_for(&self, newest_now_ms: u64) -> u64 {
+        (newest_now_ms / 1000).saturating_sub(RETENTION_S).max(self.floor_s)
+    }
+
+    pub fn horizon_s(&self) -> u64 {
+        self.horizon_for(self.newest_now_ms)
+    }
+
+    pub fn create(&mut self, name: &str, record: NamespaceRecord) -> Response {
+        if let Err(msg) = tag::validate_tag(name).and_then(|()| record.validate()) {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        if let Some(existing) = self.namespaces.get(name) {
+            // A create sent again after a leader change may commit twice: the copy is identical
+            // (the same `now_ms`) and is answered with the namespace, as the first was.
+            if *existing == record {
+                return Response::Namespace { namespace: name.to_string(), record: existing.clone() };
+            }
+            return Response::Rejected(Rejection::NamespaceExists);
+        }
+        self.namespaces.insert(name.to_string(), record.clone());
+        Response::Namespace { namespace: name.to_string(), record }
+    }
+
+    /// Claims up to `count` sequences of `(name, second)`.
+    pub fn claim(&mut self, name: &str, second: u64, count: u64, now_ms: u64) -> Response {
+        let Some(record) = self.namespaces.get(name) else {
+            return Response::Rejected(Rejection::NamespaceNotFound);
+        };
+        let limit = record.seq_limit();
+        if count == 0 || count > limit {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a claim asks for 1 to {limit} sequences, got {count}"
+            )));
+        }
+        if second < record.epoch_s || second > record.last_second() {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "second {second} is outside the namespace's time bits"
+            )));
+        }
+        let newest_now_ms = self.newest_now_ms.max(now_ms);
+        let horizon_s = self.horizon_for(newest_now_ms);
+        if second < horizon_s {
+            return Response::Rejected(Rejection::ClockBackwards { horizon_s });
+        }
+        let limit_s = now_ms.saturating_add(LOOKAHEAD_MS) / 1000;
+        if second > limit_s {
+            return Response::Rejected(Rejection::ClockAhead { limit_s });
+        }
+        let next = self.next_seq.get(name).and_then(|seconds| seconds.get(&second)).copied().unwrap_or(0);
+        if next >= limit {
+            return Response::Rejected(Rejection::SecondExhausted);
+        }
+        let end = next.saturating_add(count).min(limit);
+        self.next_seq.entry(name.to_string()).or_default().insert(second, end);
+        self.newest_now_ms = newest_now_ms;
+        self.forget_below(horizon_s);
+        Response::TimeseqRange { second, start: next, end }
+    }
+
+    /// Forgets every second below `horizon_s`, which can never be claimed again.
+    fn forget_below(&mut self, horizon_s: u64) {
+        for seconds in self.next_seq.values_mut() {
+            if seconds.first_key_value().is_some_and(|(&first, _)| first < horizon_s) {
+                *seconds = seconds.split_off(&horizon_s);
+            }
+        }
+        self.next_seq.retain(|_, seconds| !seconds.is_empty());
+    }
+
+    /// Fills a registry without namespaces with a recovered cluster's namespaces and a floor above
+    /// every second the old cluster can have claimed.
+    pub fn restore(&mut self, namespaces: &BTreeMap<String, NamespaceRecord>, floor_s: u64) -> Response {
+        if !self.namespaces.is_empty() {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a time-sequence restore applies only to a cluster without namespaces; this one holds {}",
+                self.namespaces.len()
+            )));
+        }
+        let checked =
+            namespaces.iter().try_for_each(|(name, record)| tag::validate_tag(name).and_then(|()| record.validate()));
+        if let Err(msg) = checked {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
+        self.namespaces = namespaces.clone();
+        self.floor_s = self.floor_s.max(floor_s);
+        let horizon_s = self.horizon_s();
+        self.forget_below(horizon_s);
+        Response::TimeseqRestored { namespaces: namespaces.len() as u64 }
+    }
+}
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;

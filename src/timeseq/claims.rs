@@ -1,0 +1,100 @@
+//! The background side of `Timeseq`: claims through Raft (the only place ranges enter a
+//! holder), the prefetch of the next second, the rate each claim is sized by, and the copy of
+//! the peer clock check's verdict.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::NamespaceHolder;
+use super::Timeseq;
+use crate::clock::now_ms;
+use crate::engine::timeseq::SecondRange;
+use crate::error::Error;
+
+/// How often `maintain` looks at the clock check, the rates and the prefetches.
+const TICK: Duration = Duration::from_millis(100);
+
+/// From this far into a second, the next second's range is claimed.
+const PREFETCH_FROM_MS: u64 = 500;
+
+/// A namespace not used for this long is not prefetched.
+const IDLE_MS: u64 = 3_000;
+
+impl Timeseq {
+    /// Starts the one claim of `second` for `ns` unless one is in flight.
+    pub(super) fn start_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, second: u64) {
+        if !ns.holder.try_begin_load(second) {
+            return;
+        }
+        let service = Arc::clone(self);
+        let ns = Arc::clone(ns);
+        tokio::spawn(async move {
+            service.claim(&ns, second).await;
+            ns.holder.load_ended(second);
+            ns.claimed.notify_waiters();
+        });
+    }
+
+    async fn claim(&self, ns: &NamespaceHolder, second: u64) {
+        let count = ns.sizer.size(ns.last_second_ids.load(Ordering::Relaxed));
+        let request = raft::Request::ClaimTimeseq { namespace: ns.name.clone(), second, count, now_ms: now_ms() };
+        let failure = match self.cluster.write(request).await {
+            Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
+                self.counters.claims.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
+                ns.holder.install_range(SecondRange { second, start, end });
+                return;
+            }
+            Ok(raft::Response::Rejected(rejection)) => {
+                match rejection {
+                    raft::Rejection::SecondExhausted => self.counters.exhausted_seconds.fetch_add(1, Ordering::Relaxed),
+                    raft::Rejection::ClockAhead { .. } | raft::Rejection::ClockBackwards { .. } => {
+                        self.counters.refused_clocks.fetch_add(1, Ordering::Relaxed)
+                    }
+                    _ => 0,
+                };
+                Error::from_rejection(&ns.name, &rejection)
+            }
+            Ok(other) => Error::no_leader(format!("unexpected answer to a time-sequence claim: {other:?}")),
+            Err(error) => error,
+        };
+        tracing::debug!(namespace = %ns.name, second, error = %failure, "time-sequence claim failed");
+        *ns.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((second, failure));
+    }
+
+    /// Runs until `stop` changes: copies the clock verdict, rolls the rates over each second and
+    /// claims the next second's range for every namespace in use.
+    pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            self.clock_refused.store(self.snowflakes.clock_refusal().map(Arc::new));
+            let now = now_ms();
+            for ns in self.holders.load().values() {
+                roll_rate(ns, now);
+                let in_use = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed)) < IDLE_MS;
+                let next_second = now / 1000 + 1;
+                if in_use && now % 1000 >= PREFETCH_FROM_MS && ns.holder.held_for(next_second) == 0 {
+                    self.start_claim(ns, next_second);
+                }
+            }
+            tokio::select! {
+                _ = stop.changed() => break,
+                _ = tokio::time::sleep(TICK) => {}
+            }
+        }
+        self.close_all();
+    }
+}
+
+/// Once per second: the IDs issued during the second that ended become the rate claims follow.
+fn roll_rate(ns: &NamespaceHolder, now: u64) {
+    let second = now / 1000;
+    let mut last = ns.rate_second.lock().unwrap_or_else(|p| p.into_inner());
+    if *last != second {
+        let issued = ns.issued.load(Ordering::Relaxed);
+        let previous = ns.issued_at_second_start.swap(issued, Ordering::Relaxed);
+        let elapsed_s = second.saturating_sub(*last).max(1);
+        ns.last_second_ids.store(issued.saturating_sub(previous) / elapsed_s, Ordering::Relaxed);
+        *last = second;
+    }
+}

@@ -1,0 +1,272 @@
+//! `Timeseq`: sharded time-sequence IDs on this node. One `RangeHolder` per namespace, fed by
+//! Raft-committed `ClaimTimeseq` answers (`claims.rs`), served without locks or I/O while a range
+//! for the current second is held.
+//!
+//! Invariants:
+//! 1. A sequence is handed out only from the `Response::TimeseqRange` of a committed and applied
+//!    claim (`claims.rs` is the only installer), never from an unclaimed or random one.
+//! 2. A range is served only during its own second on this node's clock (`RangeHolder`), and only
+//!    while the peer clock check snowflake runs confirms this node's clock.
+//! 3. A request waits at most `MAX_WAIT` (one second) for a range, then fails clearly.
+
+mod claims;
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
+use tokio::sync::Notify;
+
+use crate::clock::now_ms;
+use crate::cluster::Cluster;
+use crate::engine::timeseq::Advance;
+use crate::engine::timeseq::Layout;
+use crate::engine::timeseq::Parts;
+use crate::engine::timeseq::RangeHolder;
+use crate::engine::timeseq::RangeSizer;
+use crate::engine::timeseq::Take;
+use crate::error::Error;
+use crate::error::ErrorCode;
+use crate::snowflakes::Snowflakes;
+
+/// The largest `count` one request may ask for.
+pub const MAX_COUNT: u64 = 10_000;
+
+/// The longest a request waits for a range (the next second, or a claim).
+pub const MAX_WAIT: Duration = Duration::from_secs(1);
+
+/// The engine layout of a replicated namespace.
+pub fn engine_layout(record: &raft::NamespaceRecord) -> Layout {
+    Layout {
+        epoch_s: record.epoch_s,
+        utc_offset_s: record.utc_offset_s,
+        shard_bits: record.shard_bits,
+        seq_bits: record.seq_bits,
+    }
+}
+
+/// One namespace's ranges on this node and what the service keeps beside them.
+struct NamespaceHolder {
+    name: String,
+    layout: Layout,
+    holder: RangeHolder,
+    sizer: RangeSizer,
+    /// Woken when a claim ends, successfully or not.
+    claimed: Notify,
+    /// The refusal of the last claim that failed, with the second it was for.
+    last_failure: Mutex<Option<(u64, Error)>>,
+    issued: AtomicU64,
+    /// IDs issued during the last full second (the claim size follows it) and the count at the
+    /// start of the current one.
+    last_second_ids: AtomicU64,
+    issued_at_second_start: AtomicU64,
+    /// The second the rate was last rolled at.
+    rate_second: Mutex<u64>,
+    /// Unix ms of the last request, so only namespaces in use are prefetched.
+    last_used_ms: AtomicU64,
+}
+
+/// Counters for `/metrics` and the status page.
+#[derive(Debug, Default)]
+pub struct TimeseqCounters {
+    pub claims: AtomicU64,
+    pub waits: AtomicU64,
+    pub exhausted_seconds: AtomicU64,
+    pub refused_clocks: AtomicU64,
+}
+
+/// This node's view of one namespace, in numbers; `api` formats it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceState {
+    pub current: Option<crate::engine::timeseq::SecondRange>,
+    pub pending: Vec<crate::engine::timeseq::SecondRange>,
+    pub ids_issued: u64,
+    pub last_second_ids: u64,
+}
+
+pub struct Timeseq {
+    cluster: Arc<Cluster>,
+    snowflakes: Arc<Snowflakes>,
+    holders: ArcSwap<HashMap<String, Arc<NamespaceHolder>>>,
+    insert: Mutex<()>,
+    /// The peer clock check's refusal, copied in by `maintain` so the hot path reads no lock.
+    clock_refused: ArcSwapOption<Error>,
+    pub counters: TimeseqCounters,
+}
+
+impl Timeseq {
+    pub fn new(cluster: Arc<Cluster>, snowflakes: Arc<Snowflakes>) -> Timeseq {
+        let unchecked =
+            Error::new(ErrorCode::ClockBackwards, "this node's clock has not been checked against its peers yet");
+        Timeseq {
+            cluster,
+            snowflakes,
+            holders: ArcSwap::default(),
+            insert: Mutex::new(()),
+            clock_refused: ArcSwapOption::from_pointee(unchecked),
+            counters: TimeseqCounters::default(),
+        }
+    }
+
+    /// The layout of namespace `name`, from the replicated state.
+    pub fn layout(&self, name: &str) -> Result<Layout, Error> {
+        self.cluster
+            .read(|sm| sm.timeseq.namespaces.get(name).map(engine_layout))
+            .ok_or_else(|| Error::namespace_not_found(name))
+    }
+
+    /// Hands out `count` IDs of `namespace` for `shard`, as parts the caller formats.
+    pub async fn next_ids(self: &Arc<Self>, namespace: &str, shard: u64, count: u64) -> Result<Vec<Parts>, Error> {
+        if count == 0 || count > MAX_COUNT {
+            return Err(Error::invalid(format!("count must be between 1 and {MAX_COUNT}, got {count}")));
+        }
+        let ns = match self.holders.load().get(namespace) {
+            Some(ns) => ns.clone(),
+            None => self.create_holder(namespace)?,
+        };
+        ns.layout.check_shard(shard).map_err(|e| Error::invalid(e.to_string()))?;
+        if let Some(refused) = self.clock_refused.load().as_deref() {
+            self.counters.refused_clocks.fetch_add(1, Ordering::Relaxed);
+            return Err(refused.clone());
+        }
+        let started_ms = now_ms();
+        ns.last_used_ms.store(started_ms, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + MAX_WAIT;
+        let mut ids = Vec::with_capacity(count as usize);
+        let mut waited = false;
+        while (ids.len() as u64) < count {
+            let now_s = now_ms() / 1000;
+            match ns.holder.take(now_s, count - ids.len() as u64) {
+                Take::Ids { range, refill_due } => {
+                    if refill_due {
+                        self.start_claim(&ns, range.second);
+                    }
+                    ids.extend((range.start..range.end).map(|sequence| Parts {
+                        second: range.second,
+                        shard,
+                        sequence,
+                    }));
+                    continue;
+                }
+                Take::Empty => {}
+            }
+            let notified = ns.claimed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let wait_until = match ns.holder.advance(now_s) {
+                Advance::Ready => continue,
+                Advance::Closed => return Err(Error::not_ready("this node is shutting down")),
+                Advance::WaitFor { second } => Some(second),
+                Advance::Nothing => {
+                    if let Some(error) = self.failure_for(&ns, now_s) {
+                        return Err(error);
+                    }
+                    self.start_claim(&ns, now_s);
+                    None
+                }
+            };
+            if !std::mem::replace(&mut waited, true) {
+                self.counters.waits.fetch_add(1, Ordering::Relaxed);
+            }
+            let woke = match wait_until {
+                Some(second) => {
+                    let wait = Duration::from_millis((second * 1000).saturating_sub(now_ms()));
+                    tokio::time::timeout_at(deadline, tokio::time::sleep(wait)).await.is_ok()
+                }
+                None => tokio::time::timeout_at(deadline, notified).await.is_ok(),
+            };
+            if !woke {
+                return Err(self.gave_up(&ns, now_s));
+            }
+        }
+        ns.issued.fetch_add(count, Ordering::Relaxed);
+        Ok(ids)
+    }
+
+    /// The error a request answers when its wait ran out.
+    fn gave_up(&self, ns: &NamespaceHolder, now_s: u64) -> Error {
+        if let Some(error) = self.failure_for(ns, now_s) {
+            return error;
+        }
+        Error::no_leader(format!(
+            "namespace '{}': no range is held for this second and no claim committed within {} ms",
+            ns.name,
+            MAX_WAIT.as_millis()
+        ))
+    }
+
+    /// The refusal of the last failed claim for `second` or later, if any.
+    fn failure_for(&self, ns: &NamespaceHolder, second: u64) -> Option<Error> {
+        let failure = ns.last_failure.lock().unwrap_or_else(|p| p.into_inner());
+        failure.as_ref().filter(|(failed, _)| *failed >= second).map(|(_, error)| error.clone())
+    }
+
+    fn create_holder(&self, name: &str) -> Result<Arc<NamespaceHolder>, Error> {
+        raft::tag::validate_tag(name).map_err(Error::invalid)?;
+        self.cluster.ensure_serving()?;
+        let layout = self.layout(name)?;
+        let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let current = self.holders.load();
+        if let Some(ns) = current.get(name) {
+            return Ok(ns.clone());
+        }
+        let ns = Arc::new(NamespaceHolder {
+            name: name.to_string(),
+            layout,
+            holder: RangeHolder::new(),
+            sizer: RangeSizer::for_seq_bits(layout.seq_bits),
+            claimed: Notify::new(),
+            last_failure: Mutex::new(None),
+            issued: AtomicU64::new(0),
+            last_second_ids: AtomicU64::new(0),
+            issued_at_second_start: AtomicU64::new(0),
+            rate_second: Mutex::new(0),
+            last_used_ms: AtomicU64::new(0),
+        });
+        let mut next = HashMap::clone(&current);
+        next.insert(name.to_string(), ns.clone());
+        self.holders.store(Arc::new(next));
+        Ok(ns)
+    }
+
+    /// This node's view of each namespace it served.
+    pub fn states(&self) -> HashMap<String, NamespaceState> {
+        self.holders
+            .load()
+            .iter()
+            .map(|(name, ns)| {
+                let state = ns.holder.state();
+                let view = NamespaceState {
+                    current: state.current,
+                    pending: state.pending,
+                    ids_issued: ns.issued.load(Ordering::Relaxed),
+                    last_second_ids: ns.last_second_ids.load(Ordering::Relaxed),
+                };
+                (name.clone(), view)
+            })
+            .collect()
+    }
+
+    /// The counters for `/metrics`, by kind.
+    pub fn event_counts(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("claims", c.claims.load(Ordering::Relaxed)),
+            ("waits", c.waits.load(Ordering::Relaxed)),
+            ("exhausted_seconds", c.exhausted_seconds.load(Ordering::Relaxed)),
+            ("refused_clocks", c.refused_clocks.load(Ordering::Relaxed)),
+        ]
+    }
+
+    /// Stops serving: what is held becomes a gap (sequences of a second are never given back).
+    pub fn close_all(&self) {
+        for ns in self.holders.load().values() {
+            ns.holder.close();
+        }
+    }
+}
