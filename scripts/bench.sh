@@ -5,16 +5,20 @@
 #   2. latency at half of leafraft's peak rate: p50/p99/p99.9 (bar p99.9 <= 1 ms);
 #   3. batches: count=1000 as a list (bar >= 10 M IDs/s) and as ranges (bar >= 30 M IDs/s);
 #   4. segment switches with a small step: the slowest request over >= 1000 switches (bar <= 5 ms);
-#   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8).
-# Usage: scripts/bench.sh [--duration S] [--concurrency C]
+#   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8);
+#   6. a monotonic tag (served by the leader, real-time order): calls/s and p50/p99 at 1, 16 and 64
+#      callers for count=1 and count=1000, next to the counter baseline at the same concurrency.
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration=10
 concurrency=16
 switch_secs=15
+only_monotonic=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --only-monotonic) only_monotonic=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
@@ -88,6 +92,31 @@ nodes=("${cluster[@]}")
 "$bin" tag create bench --step 1000 --server "http://${nodes[0]}" >/dev/null
 for _ in $(seq 1 100); do curl -sf "127.0.0.1:$counter_port/x" >/dev/null && break; sleep 0.05; done
 
+# 6. Monotonic tags: every call goes to the leader (directly here, as a client that reads
+# /v1/cluster would), which confirms its leadership once per batch of concurrent calls.
+monotonic_section() {
+  local leader_id leader
+  "$bin" tag create mono --step 1000 --mode monotonic --server "http://${nodes[0]}" >/dev/null
+  leader_id=$(curl -s "${nodes[0]}/v1/cluster" | field '["leader_id"]')
+  leader=${nodes[$((leader_id - 1))]}
+  echo "== 6. monotonic tag at the leader (node $leader_id) vs counter baseline, ${duration}s per run"
+  for count in 1 1000; do
+    for c in 1 16 64; do
+      local lr base
+      lr=$("$bench" http --json --concurrency "$c" --duration-secs "$duration" --url "http://$leader/v1/segment/mono?count=$count")
+      base=$("$bench" http --json --concurrency "$c" --duration-secs "$duration" --url "http://127.0.0.1:$counter_port/x" --no-check)
+      printf "count=%-4s callers %-2s  monotonic %8.0f calls/s %12.0f IDs/s  p50 %5s µs  p99 %6s µs  errors %s duplicates %s | baseline %8.0f req/s\n" \
+        "$count" "$c" "$(echo "$lr" | field '["requests_per_sec"]')" "$(echo "$lr" | field '["ids_per_sec"]')" \
+        "$(echo "$lr" | field '["p50_us"]')" "$(echo "$lr" | field '["p99_us"]')" "$(echo "$lr" | field '["errors_by_status"]')" \
+        "$(echo "$lr" | field '["duplicates"]')" "$(echo "$base" | field '["requests_per_sec"]')"
+    done
+  done
+}
+if [ "$only_monotonic" = 1 ]; then
+  monotonic_section
+  exit 0
+fi
+
 # Warm up both (connections, buffers, dynamic step).
 warm --url "http://127.0.0.1:$counter_port/x" --no-check
 warm --url "$(urls /api/segment/get/bench "${nodes[@]}")"
@@ -160,3 +189,5 @@ echo "(bar: >= 1000 switches and no request over 5 ms; a request waited on a swi
 echo "== 5. one snowflake ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
 warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
 compare snowflake "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+
+monotonic_section

@@ -81,6 +81,7 @@ pub fn check(history: &History, layout: &Layout) -> Vec<Check> {
         unique_segment_ids(history),
         unique_snowflake_ids(history),
         segment_order(history),
+        monotonic_real_time(history),
         snowflake_order(history, layout),
         worker_holders_disjoint(history, layout),
         max_id_covers_served(history),
@@ -227,6 +228,38 @@ fn segment_order(history: &History) -> Check {
             })
         });
     }
+    check
+}
+
+/// The monotonic tag's promise, across every node and incarnation: a request sent after another
+/// was answered got only larger IDs (SPEC §4b).
+fn monotonic_real_time(history: &History) -> Check {
+    let mut check = Check::new("monotonic-real-time");
+    let mut spans = Vec::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        let Outcome::Segment { tag, ranges } = &op.outcome else { continue };
+        if tag != crate::workload::MONOTONIC_TAG {
+            continue;
+        }
+        let (Some(min), Some(max)) =
+            (ranges.iter().map(|r| r.0).min(), ranges.iter().map(|r| r.1.saturating_sub(1)).max())
+        else {
+            continue;
+        };
+        check.checked += 1;
+        spans.push(Span { start_us: op.start_us, end_us: op.end_us, min, max, op: index });
+    }
+    real_time_order(&mut spans, |a, b| {
+        check.violation(|| {
+            format!(
+                "{} answered up to {} before {} was sent, which got {}",
+                where_(&history.ops[a.op]),
+                a.max,
+                where_(&history.ops[b.op]),
+                b.min
+            )
+        })
+    });
     check
 }
 
@@ -470,6 +503,36 @@ mod tests {
             end_us: at + 10,
             outcome: Outcome::Segment { tag: "t".into(), ranges: ranges.to_vec() },
         }
+    }
+
+    fn monotonic(node: u64, at: u64, end: u64, ranges: &[(u64, u64)]) -> Op {
+        let tag = crate::workload::MONOTONIC_TAG.to_string();
+        Op { end_us: end, outcome: Outcome::Segment { tag, ranges: ranges.to_vec() }, ..segment(node, at, ranges) }
+    }
+
+    /// Across nodes (unlike `segment-order`): a later request with a smaller ID fails, concurrent
+    /// ones in any order pass, and only the monotonic tag is judged.
+    #[test]
+    fn monotonic_real_time_spans_every_node() {
+        let ordered = History {
+            ops: vec![monotonic(1, 0, 10, &[(5, 7)]), monotonic(2, 20, 30, &[(7, 8)])],
+            ..Default::default()
+        };
+        assert!(monotonic_real_time(&ordered).passed());
+        let late = History {
+            ops: vec![monotonic(2, 0, 10, &[(50, 51)]), monotonic(1, 20, 30, &[(40, 41)])],
+            ..Default::default()
+        };
+        let check = monotonic_real_time(&late);
+        assert_eq!((check.checked, check.violations), (2, 1), "{:?}", check.examples);
+        let overlapping = History {
+            ops: vec![monotonic(2, 0, 30, &[(50, 51)]), monotonic(1, 20, 40, &[(40, 41)])],
+            ..Default::default()
+        };
+        assert!(monotonic_real_time(&overlapping).passed());
+        let segment_tags =
+            History { ops: vec![segment(2, 0, &[(50, 51)]), segment(1, 20, &[(40, 41)])], ..Default::default() };
+        assert_eq!(monotonic_real_time(&segment_tags).checked, 0);
     }
 
     fn snowflake(holder: Option<Incarnation>, at: u64, parts: &[(u64, u64, u64)]) -> Op {

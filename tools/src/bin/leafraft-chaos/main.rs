@@ -368,8 +368,9 @@ async fn drive(
         .map_err(anyhow::Error::msg)
         .context("cluster formation")?;
     for (tag, step) in workload::TAGS {
+        let mode = if tag == workload::MONOTONIC_TAG { "monotonic" } else { "segment" };
         nodes
-            .admin(reqwest::Method::POST, "/v1/tags", Some(json!({"tag": tag, "step": step})))
+            .admin(reqwest::Method::POST, "/v1/tags", Some(json!({"tag": tag, "step": step, "mode": mode})))
             .await
             .with_context(|| format!("create tag {tag}"))?;
     }

@@ -21,8 +21,12 @@ use crate::history::Outcome;
 use crate::nodes::Nodes;
 use crate::nodes::Target;
 
-/// The tags of a run: a small step, so claims (Raft writes) are frequent, and Leaf's default.
-pub const TAGS: [(&str, u64); 2] = [("chaos-small", 20), ("chaos-leaf", 1000)];
+/// The tags of a run: a small step, so claims (Raft writes) are frequent, Leaf's default, and a
+/// monotonic tag ([`MONOTONIC_TAG`]), served by the leader in real-time order.
+pub const TAGS: [(&str, u64); 3] = [("chaos-small", 20), ("chaos-leaf", 1000), (MONOTONIC_TAG, 100)];
+
+/// The tag created with `"mode":"monotonic"`; it has no `/ranges`.
+pub const MONOTONIC_TAG: &str = "chaos-monotonic";
 
 /// How long a client waits for an answer before calling it unknown.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -49,8 +53,11 @@ pub async fn client(
             continue;
         }
         let target = &targets[rng.gen_range(0..targets.len())];
-        let endpoint = Endpoint::ALL[rng.gen_range(0..Endpoint::ALL.len())];
+        let mut endpoint = Endpoint::ALL[rng.gen_range(0..Endpoint::ALL.len())];
         let tag = TAGS[rng.gen_range(0..TAGS.len())].0;
+        if tag == MONOTONIC_TAG && endpoint == Endpoint::SegmentRanges {
+            endpoint = Endpoint::SegmentList;
+        }
         let count: u64 = match endpoint {
             Endpoint::SegmentList => [1, 1, 5, 100][rng.gen_range(0..4)],
             Endpoint::SegmentRanges => rng.gen_range(1..=1000),
