@@ -167,12 +167,12 @@ fn or_dash(value: Option<impl std::fmt::Display>) -> String {
 }
 
 /// The role to show for member `id`, as seen from this node.
-fn member_role(c: &ClusterStatus, id: Option<u64>) -> String {
-    if id == Some(c.node_id) {
+fn member_role(c: &ClusterStatus, id: u64) -> String {
+    if id == c.node_id {
         c.role.clone()
-    } else if id.is_some() && id == c.leader_id {
+    } else if Some(id) == c.leader_id {
         "leader".to_string()
-    } else if id.is_some_and(|id| c.voters.contains(&id)) {
+    } else if c.voters.contains(&id) {
         if c.leader_id.is_some() { "follower" } else { "voter" }.to_string()
     } else {
         "learner".to_string()
@@ -196,13 +196,13 @@ fn members(page: &Page) -> Markup {
                 th { "node" } th { "address" } th { "role" } th.num { "matched index" } th.num { "lag" }
             } }
             tbody {
-                @for (id_text, addr) in &c.nodes {
-                    (member_row(c, id_text, addr))
+                @for (id, addr) in &c.nodes {
+                    (member_row(c, *id, addr))
                 }
             }
         } }
         @if c.replication.is_none() {
-            @match c.leader_id.and_then(|id| c.nodes.get(&id.to_string())) {
+            @match c.leader_id.and_then(|id| c.nodes.get(&id)) {
                 Some(addr) => p.muted {
                     "Matched index and lag are known on the leader: "
                     a href={ "http://" (addr) "/" } { "open its page" } "."
@@ -213,14 +213,13 @@ fn members(page: &Page) -> Markup {
     }
 }
 
-fn member_row(c: &ClusterStatus, id_text: &str, addr: &str) -> Markup {
-    let id: Option<u64> = id_text.parse().ok();
+fn member_row(c: &ClusterStatus, id: u64, addr: &str) -> Markup {
     let role = member_role(c, id);
-    let this = id == Some(c.node_id);
-    let replication = c.replication.as_ref().and_then(|r| r.get(id_text));
+    let this = id == c.node_id;
+    let replication = c.replication.as_ref().and_then(|r| r.get(&id));
     html! {
-        tr data-node=(id_text) data-role=(role) class=[this.then_some("self")] {
-            td { (id_text) @if this { " " span.muted { "(this node)" } } }
+        tr data-node=(id) data-role=(role) class=[this.then_some("self")] {
+            td { (id) @if this { " " span.muted { "(this node)" } } }
             td { a href={ "http://" (addr) "/" } { (addr) } }
             td { (pill(&role)) }
             td.num { (replication.map_or("–".to_string(), |r| or_dash(r.matched_index))) }

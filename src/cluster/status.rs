@@ -24,17 +24,21 @@ pub struct ClusterStatus {
     pub voters: Vec<NodeId>,
     #[schema(value_type = Vec<u64>)]
     pub learners: Vec<NodeId>,
-    pub nodes: BTreeMap<String, String>,
+    /// Member addresses by node ID (JSON object keys are strings: `{"1": "host:port"}`).
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub nodes: BTreeMap<NodeId, String>,
     /// The ID of the cluster (16 hex digits) once it is committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
     /// Each member's data dir incarnation (16 hex digits), as the membership records it.
     #[serde(default)]
-    pub incarnations: BTreeMap<String, String>,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub incarnations: BTreeMap<NodeId, String>,
     pub commit_index: Option<u64>,
     pub applied_index: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication: Option<BTreeMap<String, ReplicationStatus>>,
+    #[schema(value_type = Option<BTreeMap<String, ReplicationStatus>>)]
+    pub replication: Option<BTreeMap<NodeId, ReplicationStatus>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -49,8 +53,8 @@ impl Cluster {
         let membership = metrics.membership_config.membership();
         let voters: Vec<NodeId> = membership.voter_ids().collect();
         let learners: Vec<NodeId> = membership.learner_ids().collect();
-        let nodes = membership.nodes().map(|(id, node)| (id.to_string(), node.addr.clone())).collect();
-        let incarnations = membership.nodes().map(|(id, node)| (id.to_string(), hex_id(node.incarnation))).collect();
+        let nodes = membership.nodes().map(|(id, node)| (*id, node.addr.clone())).collect();
+        let incarnations = membership.nodes().map(|(id, node)| (*id, hex_id(node.incarnation))).collect();
         let cluster_id = Some(self.read(|state| state.cluster_id)).filter(|id| *id != 0).map(hex_id);
         let role = match metrics.state {
             ServerState::Leader => "leader",
@@ -67,7 +71,7 @@ impl Cluster {
                 .map(|(id, matched)| {
                     let matched_index = matched.map(|log_id| log_id.index);
                     let lag = last_log_index.saturating_sub(matched_index.unwrap_or(0));
-                    (id.to_string(), ReplicationStatus { matched_index, lag })
+                    (*id, ReplicationStatus { matched_index, lag })
                 })
                 .collect()
         });

@@ -7,8 +7,7 @@ use crate::cluster::ReplicationStatus;
 use crate::engine::IdRange;
 
 fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
-    let nodes: BTreeMap<String, String> =
-        [1, 2, 3, 4].iter().map(|id| (id.to_string(), format!("127.0.0.1:900{id}"))).collect();
+    let nodes: BTreeMap<u64, String> = [1, 2, 3, 4].iter().map(|id| (*id, format!("127.0.0.1:900{id}"))).collect();
     ClusterStatus {
         node_id,
         role: if leader == Some(node_id) { "leader" } else { "follower" }.to_string(),
@@ -22,11 +21,9 @@ fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatu
         commit_index: Some(42),
         applied_index: Some(41),
         replication: replication.then(|| {
-            [("1", 42), ("3", 40), ("4", 12)]
+            [(1, 42), (3, 40), (4, 12)]
                 .iter()
-                .map(|(id, matched)| {
-                    (id.to_string(), ReplicationStatus { matched_index: Some(*matched), lag: 42 - matched })
-                })
+                .map(|(id, matched)| (*id, ReplicationStatus { matched_index: Some(*matched), lag: 42 - matched }))
                 .collect()
         }),
     }
