@@ -153,10 +153,20 @@ async fn rebuild(cluster: &mut ProcessCluster, leader: u64, rebuilt: u64, health
     let leader_client = cluster.client(leader);
     let healthy_url = cluster.url(healthy);
 
-    // 1. Remove it from the membership, from a healthy member.
+    // 1. Remove it from the membership, from a healthy member. Right after an earlier rebuild,
+    //    the promotion's final configuration may not be committed yet: the answer then says
+    //    "another membership change is in progress; retry", and an operator retries.
     let id = rebuilt.to_string();
-    let output = run_binary(&["cluster", "remove", "--node-id", &id, "--server", &healthy_url], TIMEOUT).await;
-    assert!(output.status.success(), "cluster remove: {output:?}");
+    wait_until(TIMEOUT, "cluster remove to succeed", || async {
+        let output = run_binary(&["cluster", "remove", "--node-id", &id, "--server", &healthy_url], TIMEOUT).await;
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        match output.status.success() {
+            true => Ok(()),
+            false if stderr.contains("in progress; retry") => Err(stderr),
+            false => panic!("cluster remove: {output:?}"),
+        }
+    })
+    .await;
     for other in [healthy, leader] {
         let key = id.clone();
         let removed = move |s: &ClusterStatus| match s.voters.contains(&rebuilt) || s.nodes.contains_key(&key) {

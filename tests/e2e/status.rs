@@ -57,7 +57,17 @@ async fn the_status_page_shows_the_leader_every_member_and_a_tags_buffers() {
     .await;
 
     let url = cluster.url(follower);
-    let (content_type, html) = page(&url).await.expect("the follower's page");
+    // The follower's lease came back from the leader; its own replica (which the page shows) may
+    // apply the entry a moment later.
+    let worker_row = format!("<tr data-worker=\"{worker}\"");
+    let (content_type, html) = wait_until(TIMEOUT, "the follower's page to show its worker", || async {
+        let (content_type, html) = page(&url).await?;
+        match html.contains(&worker_row) {
+            true => Ok((content_type, html)),
+            false => Err(format!("no row of worker {worker} yet")),
+        }
+    })
+    .await;
     assert!(content_type.starts_with("text/html"), "{content_type}");
     assert!(html.contains("<meta http-equiv=\"refresh\" content=\"2\">"), "it reloads itself");
     assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="), "no script, no assets");
