@@ -109,26 +109,7 @@ impl Cluster {
     }
 
     async fn execute_read_index(&self, deadline: Instant) -> Result<ForwardedReply, Attempt> {
-        let heartbeat = Duration::from_millis(self.raft.config().heartbeat_interval);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let res =
-                tokio::time::timeout(remaining, self.raft.get_read_log_id()).await.map_err(|_| Attempt::timed_out())?;
-            match res {
-                Ok((read_log_id, _applied)) => return Ok(ForwardedReply::ReadIndex(read_log_id.map(|id| id.index))),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => return Err(Attempt::NotLeader),
-                // A leader just elected, or one whose followers answer late under load, can miss
-                // one heartbeat round. A read index changes nothing, so it is asked again, a
-                // heartbeat later, until the deadline.
-                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))
-                    if Instant::now() + heartbeat < deadline =>
-                {
-                    tracing::debug!(error = %e, "leadership not confirmed by a quorum; asking again");
-                    tokio::time::sleep(heartbeat).await;
-                }
-                Err(e) => return Err(Attempt::Failed(Error::no_leader(format!("cannot confirm leadership: {e}")))),
-            }
-        }
+        confirm_leadership(&self.raft, deadline).await.map(ForwardedReply::ReadIndex)
     }
 
     pub(super) async fn change_membership(
@@ -142,6 +123,31 @@ impl Cluster {
             .await
             .map_err(|_| Attempt::Failed(Error::no_leader("membership change timed out; it may still complete")))?;
         res.map(|_| ForwardedReply::Done).map_err(from_write_error)
+    }
+}
+
+/// Confirms that this node leads with one heartbeat round a quorum acknowledges, and answers the
+/// index a linearizable read must wait for. A leader just elected, or one whose followers answer
+/// late under load, can miss one round; a confirmation changes nothing, so it is asked again, a
+/// heartbeat later, until the deadline.
+pub(super) async fn confirm_leadership(raft: &raft::Raft, deadline: Instant) -> Result<Option<u64>, Attempt> {
+    let heartbeat = Duration::from_millis(raft.config().heartbeat_interval);
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let res = tokio::time::timeout(remaining, raft.get_read_log_id())
+            .await
+            .map_err(|_| Attempt::Failed(Error::no_leader("leadership could not be confirmed in time")))?;
+        match res {
+            Ok((read_log_id, _applied)) => return Ok(read_log_id.map(|id| id.index)),
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => return Err(Attempt::NotLeader),
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))
+                if Instant::now() + heartbeat < deadline =>
+            {
+                tracing::debug!(error = %e, "leadership not confirmed by a quorum; asking again");
+                tokio::time::sleep(heartbeat).await;
+            }
+            Err(e) => return Err(Attempt::Failed(Error::no_leader(format!("cannot confirm leadership: {e}")))),
+        }
     }
 }
 

@@ -21,15 +21,15 @@ use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use openraft::error::CheckIsLeaderError;
-use openraft::error::ClientWriteError;
-use openraft::error::RaftError;
 use openraft::ServerState;
 use raft::Raft;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use crate::cluster::leader::confirm_leadership;
+use crate::cluster::leader::from_write_error;
+use crate::cluster::leader::Attempt;
 use crate::engine::IdRange;
 use crate::error::Error;
 
@@ -42,11 +42,20 @@ const FAST: Duration = Duration::from_secs(1);
 const SLOW: Duration = Duration::from_secs(30);
 
 /// Why a take was not answered with IDs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Refused {
     /// This node does not lead (or stopped leading before it could confirm): ask the leader.
     NotLeader,
     Failed(Error),
+}
+
+impl From<Attempt> for Refused {
+    fn from(attempt: Attempt) -> Refused {
+        match attempt {
+            Attempt::NotLeader | Attempt::NotSent => Refused::NotLeader,
+            Attempt::Failed(error) => Refused::Failed(error),
+        }
+    }
 }
 
 struct Take {
@@ -168,16 +177,10 @@ impl Driver {
             }
         }
         if !confirmed {
-            if let Err(refused) = self.confirm(deadline).await {
-                let error = match refused {
-                    Refused::NotLeader => None,
-                    Refused::Failed(error) => Some(error),
-                };
+            if let Err(attempt) = confirm_leadership(&self.raft, deadline).await {
                 self.tags.clear();
-                return refuse_all(batch, || match &error {
-                    None => Refused::NotLeader,
-                    Some(error) => Refused::Failed(error.clone()),
-                });
+                let refused = Refused::from(attempt);
+                return refuse_all(batch, || refused.clone());
             }
         }
         // The confirmation (or claim) holds for this term only.
@@ -235,11 +238,8 @@ impl Driver {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let written = tokio::time::timeout(remaining, self.raft.client_write(request))
             .await
-            .map_err(|_| Refused::Failed(Error::no_leader("the claim timed out")))?;
-        let written = written.map_err(|e| match e {
-            RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Refused::NotLeader,
-            e => Refused::Failed(Error::no_leader(format!("the claim failed: {e}"))),
-        })?;
+            .map_err(|_| Refused::Failed(Error::no_leader("the claim timed out")))?
+            .map_err(|e| Refused::from(from_write_error(e)))?;
         if written.log_id.leader_id.term != term {
             return Err(Refused::NotLeader);
         }
@@ -257,28 +257,6 @@ impl Driver {
             }
             raft::Response::Rejected(rejection) => Err(Refused::Failed(Error::from_rejection(tag, &rejection))),
             other => Err(Refused::Failed(Error::no_leader(format!("unexpected answer to a claim: {other:?}")))),
-        }
-    }
-
-    /// One heartbeat round acknowledged by a quorum, asked again (a heartbeat later) when a round
-    /// misses it, until the deadline.
-    async fn confirm(&self, deadline: Instant) -> Result<(), Refused> {
-        let heartbeat = Duration::from_millis(self.raft.config().heartbeat_interval);
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let res = tokio::time::timeout(remaining, self.raft.get_read_log_id())
-                .await
-                .map_err(|_| Refused::Failed(Error::no_leader("leadership could not be confirmed in time")))?;
-            match res {
-                Ok(_) => return Ok(()),
-                Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))) => return Err(Refused::NotLeader),
-                Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
-                    if Instant::now() + heartbeat < deadline =>
-                {
-                    tokio::time::sleep(heartbeat).await;
-                }
-                Err(e) => return Err(Refused::Failed(Error::no_leader(format!("cannot confirm leadership: {e}")))),
-            }
         }
     }
 }
