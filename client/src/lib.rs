@@ -66,6 +66,7 @@ pub use client::ClientBuilder;
 pub use error::ClientError;
 pub use error::ErrorCode;
 pub use leafraft_ids::IdRange;
+pub use segment::NextId;
 pub use segment::Segment;
 pub use views::ClusterStatus;
 pub use views::NewTag;
