@@ -97,7 +97,7 @@ pub fn router(state: AppState) -> Router {
 /// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.
 fn peer_routes(state: AppState) -> Router {
     crate::cluster::peer_routes(state.cluster.clone())
-        .merge(raft::network::routes(state.cluster.raft().clone()))
+        .merge(raft::network::routes(state.cluster.raft().clone(), state.cluster.lease().clone()))
         .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }
 
