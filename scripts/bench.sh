@@ -8,7 +8,8 @@
 #   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8);
 #   6. a monotonic tag (served by the leader, real-time order): calls/s and p50/p99 at 1, 16 and 64
 #      callers for count=1 and count=1000, next to the counter baseline at the same concurrency.
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single]
+#   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,9 +17,11 @@ duration=10
 concurrency=16
 switch_secs=15
 only_monotonic=0
+only_single=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
+    --only-single) only_single=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
@@ -148,6 +151,12 @@ compare() {
 
 echo "== 1. one ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
 compare segment "$(urls /api/segment/get/bench "${nodes[@]}")"
+if [ "$only_single" = 1 ]; then
+  echo "== 5. one snowflake ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
+  warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+  compare snowflake "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+  exit 0
+fi
 
 half=$(python3 -c "print(round($lr_rps / 2))")
 echo "== 2. latency at half of leafraft's peak ($half req/s, open loop)"
