@@ -69,6 +69,8 @@ pub use leafraft_ids::IdRange;
 pub use segment::NextId;
 pub use segment::Segment;
 pub use views::ClusterStatus;
+pub use views::ImportTag;
+pub use views::Imported;
 pub use views::NewTag;
 pub use views::Tag;
 pub use views::TagUpdate;

@@ -31,6 +31,7 @@ pub mod tag;
 pub mod timeseq;
 
 pub use lease::LeaderLease;
+pub use request::ImportRow;
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;

@@ -8,6 +8,7 @@ mod backup;
 mod body;
 mod cluster;
 mod health;
+mod import;
 mod namespaces;
 pub mod openapi;
 mod peer;
@@ -78,6 +79,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/clock", get(snowflakes::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
+        // Not under /v1/tags/: a tag may be called "import".
+        .route("/v1/import/tags", post(import::import))
         .route("/v1/cluster", get(cluster::status))
         .route("/v1/cluster/learners", post(cluster::add_learner))
         .route("/v1/cluster/voters", post(cluster::promote_voter))
