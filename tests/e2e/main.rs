@@ -3,6 +3,7 @@
 
 mod harness;
 mod ids;
+mod learner;
 mod snowflake_ids;
 mod stand_in;
 
