@@ -1,12 +1,14 @@
 //! End-to-end tests: real `leafraft serve` processes on loopback ports, driven over HTTP and
 //! through the CLI. One test binary; every test owns its own `harness::ProcessCluster`.
 
+mod certs;
 mod harness;
 mod ids;
 mod snowflake_ids;
 mod stand_in;
 
 mod client_library;
+mod credentials;
 mod fail_stop;
 mod failover;
 mod formation;
@@ -34,6 +36,7 @@ mod snowflake_load;
 mod snowflake_workers;
 mod tags;
 mod timeseq;
+mod tls;
 
 mod config;
 mod import;

@@ -229,11 +229,20 @@ pub struct NetworkFactory {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
+    /// `http` or `https`: every member of a cluster speaks the same (the members' addresses are
+    /// `host:port`).
+    scheme: &'static str,
 }
 
 impl NetworkFactory {
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity }
+        Self { client, secret, identity, scheme: "http" }
+    }
+
+    /// Reach the peers over `https://` (the client must carry the TLS configuration).
+    pub fn with_tls(mut self, tls: bool) -> Self {
+        self.scheme = if tls { "https" } else { "http" };
+        self
     }
 }
 
@@ -250,7 +259,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     /// Connects lazily: the first RPC opens (or reuses) a pooled connection, so a peer that is
     /// down when openraft asks for a client costs nothing until it is used.
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
-        let base = format!("http://{}", node.addr);
+        let base = format!("{}://{}", self.scheme, node.addr);
         Connection {
             client: self.client.clone(),
             secret: self.secret.clone(),
