@@ -189,7 +189,8 @@ fn load(files: &TlsFiles) -> Result<Loaded, String> {
         None => builder.with_no_client_auth(),
     };
     let mut server = builder.with_single_cert(chain, key).map_err(|e| format!("--tls-cert/--tls-key: {e}"))?;
-    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    // HTTP/1.1 only: axum serves it (its http2 feature is off), and ALPN must not promise h2.
+    server.alpn_protocols = vec![b"http/1.1".to_vec()];
     let trusted: Vec<&PathBuf> = [files.ca.as_ref(), files.peer_ca.as_ref()].into_iter().flatten().collect();
     if trusted.is_empty() {
         return Err("TLS needs --ca or --peer-ca: the CA of the members' certificates, to verify peers".into());
