@@ -112,7 +112,11 @@ async fn a_mutual_tls_cluster_serves_survives_a_leader_kill_and_rotates_its_cert
     assert_ne!(new_leader, leader);
     cluster.restart(leader);
     cluster.wait_ready(leader, TIMEOUT).await;
-    let restarted = cluster.client(leader).segment_ids("order", 5).await.expect("IDs from the restarted node");
+    let client = cluster.client(leader);
+    let restarted = wait_until(TIMEOUT, "the restarted node to serve IDs", || async {
+        client.segment_ids("order", 5).await.map_err(|e| e.to_string())
+    })
+    .await;
 
     stop.store(true, Ordering::Relaxed);
     let (mut ids, errors) = takers.await.expect("the takers");
@@ -230,5 +234,39 @@ async fn a_peer_with_a_foreign_or_mismatched_certificate_cannot_append_vote_or_f
     assert_eq!(after.voters, status.voters);
     let client = client_with_ca(&cluster.url(target), None, Some(ca.pem().as_bytes()));
     let ids = client.segment_ids("t", 10).await.expect("IDs over TLS");
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 10);
+}
+
+/// A node joins a TLS + mutual TLS cluster with `--join`: it asks the seed over https with the
+/// admin token, the leader greets it over https with its own client certificate, and it ends a
+/// voter that serves IDs.
+#[tokio::test]
+async fn a_node_joins_a_mutual_tls_cluster_with_the_admin_token() {
+    let ca = Ca::new("leafraft CA");
+    let mut cluster = ProcessCluster::new().with_tls(true, ca.pem().as_bytes());
+    for id in [1, 2] {
+        cluster.reserve(id);
+    }
+    write_files(&cluster, &ca, &[1, 2], &ca.pem());
+    let initial = cluster.initial_cluster(&[1]);
+    cluster.start_node(1, &["--initial-cluster", &initial, "--admin-token", "adm1n"]);
+    cluster.wait_leader(TIMEOUT).await;
+    let seed = cluster.addr(1);
+    cluster.start_node(2, &["--join", &seed, "--admin-token", "adm1n"]);
+    cluster
+        .wait_status(1, Duration::from_secs(60), "node 2 to join as a voter", |s| match s.voters.as_slice() {
+            [1, 2] => Ok(()),
+            other => Err(format!("voters {other:?}")),
+        })
+        .await;
+    let client = cluster.client(2);
+    let answer = client.create_tag(&new_tag("joined", None, None, None)).await;
+    assert!(answer.is_err(), "a write without the admin token is refused");
+    let admin = client_with_ca(&cluster.url(2), Some("adm1n".into()), Some(ca.pem().as_bytes()));
+    admin.create_tag(&new_tag("joined", None, None, None)).await.expect("a write with the admin token, forwarded");
+    let ids = wait_until(TIMEOUT, "node 2 to serve IDs", || async {
+        client.segment_ids("joined", 10).await.map_err(|e| e.to_string())
+    })
+    .await;
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 10);
 }
