@@ -52,6 +52,9 @@ pub struct Config {
     /// The peer secret, admin token and client tokens this node accepts (and the peer secret it
     /// sends to its peers).
     pub credentials: Credentials,
+    /// Where they come from: the admin and client tokens are read again on SIGHUP or when their
+    /// files change (the peer secret stays: peers send it too).
+    pub credential_source: CredentialSource,
     /// TLS on the node's port, and for what it sends to peers; `None`: plain HTTP.
     pub tls: Option<TlsFiles>,
     /// Warnings to log once logging is up (a secret given as a flag, visible in `ps`).
@@ -184,7 +187,8 @@ impl Config {
         let listen = resolve_addr(&listen_text)?;
         let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
         let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
-        let credentials = resolve_credentials(&layers)?;
+        let credential_source = CredentialSource::of(&layers)?;
+        let credentials = credential_source.read()?;
         let tls = resolve_tls(&layers)?;
         let peer_guarded = credentials.peer.is_some() || tls.as_ref().is_some_and(|t| t.peer_ca.is_some());
         let secured = tls.is_some() && peer_guarded && credentials.admin.is_some();
@@ -212,6 +216,7 @@ impl Config {
             bootstrap,
             learner: layers.learner.unwrap_or(false),
             credentials,
+            credential_source,
             tls,
             warnings: Vec::new(),
             fsync: layers.fsync.unwrap_or(true),
@@ -389,6 +394,6 @@ mod security;
 #[cfg(test)]
 mod tests;
 
-use security::resolve_credentials;
 use security::resolve_tls;
+pub use security::CredentialSource;
 pub use security::TlsFiles;

@@ -43,6 +43,7 @@ pub mod metrics;
 pub mod node;
 pub mod planted;
 pub mod recover;
+pub mod reload;
 pub mod segments;
 pub mod snowflakes;
 pub mod timeseq;

@@ -119,7 +119,7 @@ pub struct Metrics {
 /// Refused credentials and TLS events.
 struct SecurityMetrics {
     auth_refusals: Family<RefusalLabels, Counter>,
-    tls_reloads: Family<ResultLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
     tls_handshake_failures: Family<ReasonLabels, Counter>,
 }
 
@@ -131,10 +131,10 @@ impl SecurityMetrics {
             "Requests refused for a missing or wrong credential or peer certificate, by route and reason",
             Family::default(),
         );
-        let tls_reloads = registered(
+        let reloads = registered(
             r,
-            "tls_reloads",
-            "Reloads of the TLS certificate, key and CA files, by result",
+            "reloads",
+            "Reloads without a restart (tls: certificate, key and CA files; credentials: token files), by result",
             Family::default(),
         );
         let tls_handshake_failures = registered(
@@ -143,7 +143,7 @@ impl SecurityMetrics {
             "TLS handshakes that failed, by reason (certificate: a client certificate the peer CA did not sign)",
             Family::default(),
         );
-        SecurityMetrics { auth_refusals, tls_reloads, tls_handshake_failures }
+        SecurityMetrics { auth_refusals, reloads, tls_handshake_failures }
     }
 }
 
@@ -153,7 +153,9 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
+pub struct ReloadLabels {
+    /// `tls` or `credentials`.
+    pub what: &'static str,
     pub result: &'static str,
 }
 
@@ -255,9 +257,10 @@ impl Metrics {
         self.security.auth_refusals.get_or_create(&RefusalLabels { route: intern(route), reason }).inc();
     }
 
-    /// Counts a reload of the TLS files (`ok` or `error`: the previous ones stay in use).
-    pub fn count_tls_reload(&self, ok: bool) {
-        self.security.tls_reloads.get_or_create(&ResultLabels { result: if ok { "ok" } else { "error" } }).inc();
+    /// Counts a reload of `what` (`tls`, `credentials`): `ok`, or `error` (the previous ones stay).
+    pub fn count_reload(&self, what: &'static str, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.security.reloads.get_or_create(&ReloadLabels { what, result }).inc();
     }
 
     /// Counts one request without allocating: route templates are interned on first sight.

@@ -24,6 +24,7 @@ use crate::cluster::HttpPeers;
 use crate::cluster::Timeouts;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::reload::Reloadable;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
 use crate::timeseq::Timeseq;
@@ -113,13 +114,14 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
     let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
+    let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
     let app = api::router(api::AppState {
         cluster: cluster.clone(),
         segments: segments.clone(),
         snowflakes: snowflakes.clone(),
         timeseq: timeseq.clone(),
         metrics: metrics.clone(),
-        credentials: Arc::new(config.credentials.clone()),
+        credentials: credentials.clone(),
         mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
     })
     .layer(axum::middleware::from_fn_with_state(failing_rx, crate::failstop::answer_in_flight));
@@ -132,9 +134,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
 
     let (mut background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
-    if let Some(tls) = tls {
-        background.push(crate::tls::spawn_reloader(tls, metrics, stop_rx));
-    }
+    let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
+    background.push(crate::reload::spawn(reloadable, metrics, stop_rx));
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
     // Stops with the snowflake task (the same signal); nothing of it needs waiting for.
     tokio::spawn(timeseq.maintain(snowflake_stop_rx.clone()));

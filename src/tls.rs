@@ -7,18 +7,13 @@
 //! client certificate presented to peers (the same chain and key), and the verifier of the peers'
 //! server certificates (`--ca` and `--peer-ca`). [`Tls::reload`] reads every file again and swaps
 //! all of them only when all load; a failed reload keeps the previous ones, logs and counts.
-//! [`spawn_reloader`] reloads on SIGHUP and when a file's size or modification time changes
+//! `crate::reload` calls it on SIGHUP and when a file's size or modification time changes
 //! (checked every second). New connections use the new files; open ones keep theirs.
 //!
 //! A member's certificate names it as the DNS name [`node_name`] (`node-<ID>.leafraft`), next to
 //! the host of its address (which peers and clients verify as for any server).
 
 mod listener;
-
-use std::path::Path;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
@@ -38,16 +33,15 @@ use rustls::DigitallySignedStruct;
 use rustls::RootCertStore;
 use rustls::ServerConfig;
 use rustls::SignatureScheme;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::config::TlsFiles;
-use crate::metrics::Metrics;
 use raft::NodeId;
 
 pub use listener::PeerInfo;
 pub use listener::TlsListener;
-
-/// How often the files are checked for a change.
-const FILE_POLL: Duration = Duration::from_secs(1);
 
 /// The DNS name a member's certificate carries to prove it is node `id`.
 pub fn node_name(id: NodeId) -> String {
@@ -137,7 +131,7 @@ impl Tls {
     }
 
     /// The files to watch for changes.
-    fn paths(&self) -> Vec<PathBuf> {
+    pub fn paths(&self) -> Vec<PathBuf> {
         let f = &self.files;
         [Some(&f.cert), Some(&f.key), f.peer_ca.as_ref(), f.ca.as_ref()].into_iter().flatten().cloned().collect()
     }
@@ -253,59 +247,4 @@ impl ResolvesClientCert for CurrentKey {
     fn has_certs(&self) -> bool {
         true
     }
-}
-
-/// A file's size and modification time, to notice a change.
-fn stamp(path: &Path) -> Option<(u64, std::time::SystemTime)> {
-    let metadata = std::fs::metadata(path).ok()?;
-    Some((metadata.len(), metadata.modified().ok()?))
-}
-
-/// Reloads `tls` on SIGHUP and when a file changes, until `stop`. The SIGHUP handler is installed
-/// before this returns (SIGHUP's default action would end the process).
-pub fn spawn_reloader(
-    tls: Arc<Tls>,
-    metrics: Arc<Metrics>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
-    tokio::spawn(async move {
-        let paths = tls.paths();
-        let mut seen: Vec<_> = paths.iter().map(|p| stamp(p)).collect();
-        loop {
-            let hangup_received = async {
-                match &mut hangup {
-                    Some(signal) => signal.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            let why = tokio::select! {
-                _ = hangup_received => "SIGHUP",
-                () = tokio::time::sleep(FILE_POLL) => {
-                    let now: Vec<_> = paths.iter().map(|p| stamp(p)).collect();
-                    if now == seen {
-                        continue;
-                    }
-                    "the files changed"
-                }
-                changed = stop.changed() => {
-                    if changed.is_err() || *stop.borrow() {
-                        return;
-                    }
-                    continue;
-                }
-            };
-            seen = paths.iter().map(|p| stamp(p)).collect();
-            match tls.reload() {
-                Ok(()) => {
-                    metrics.count_tls_reload(true);
-                    tracing::info!(trigger = why, "TLS certificates reloaded");
-                }
-                Err(error) => {
-                    metrics.count_tls_reload(false);
-                    tracing::warn!(trigger = why, %error, "TLS reload failed; the previous certificates stay in use");
-                }
-            }
-        }
-    })
 }

@@ -74,7 +74,7 @@ pub async fn authorize(State(state): State<AppState>, request: Request, next: Ne
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    let mut verdict = state.credentials.authorize(need.role, need.tag, bearer);
+    let mut verdict = state.credentials.load().authorize(need.role, need.tag, bearer);
     if verdict.is_ok() && need.role == Role::Peer && state.mutual_tls {
         verdict = check_peer_certificate(&request);
     }

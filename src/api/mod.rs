@@ -56,7 +56,8 @@ pub struct AppState {
     pub timeseq: Arc<Timeseq>,
     pub metrics: Arc<Metrics>,
     /// The peer secret, admin token and client tokens this node accepts (`auth`).
-    pub credentials: Arc<crate::credentials::Credentials>,
+    /// (Swapped by `reload` when the token files change.)
+    pub credentials: Arc<arc_swap::ArcSwap<crate::credentials::Credentials>>,
     /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
     pub mutual_tls: bool,
 }

@@ -23,34 +23,83 @@ pub struct TlsFiles {
     pub ca: Option<PathBuf>,
 }
 
-/// `--secret` (peer and admin) under the role flags; each value from its flag, else its file.
-pub(super) fn resolve_credentials(layers: &Settings) -> Result<Credentials, String> {
-    let one = |value: &Option<String>, file: &Option<PathBuf>, flag: &str| -> Result<Option<Secret>, String> {
-        let text = match (value, file) {
-            (Some(_), Some(_)) => return Err(format!("--{flag} and --{flag}-file exclude each other")),
-            (Some(value), None) => value.trim().to_string(),
-            (None, Some(path)) => read_secret_file(path, flag)?,
-            (None, None) => return Ok(None),
+/// Where the credentials come from: a value given as a flag, variable or in the TOML file, or
+/// a file to read (again on a reload: `CredentialSource::read`). Values are `Secret`s, so this
+/// formats without them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CredentialSource {
+    secret: Source,
+    peer: Source,
+    admin: Source,
+    clients: Vec<String>,
+    client_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+enum Source {
+    #[default]
+    None,
+    Value(Secret),
+    File(PathBuf),
+}
+
+impl CredentialSource {
+    pub(super) fn of(layers: &Settings) -> Result<CredentialSource, String> {
+        let one = |value: &Option<String>, file: &Option<PathBuf>, flag: &str| match (value, file) {
+            (Some(_), Some(_)) => Err(format!("--{flag} and --{flag}-file exclude each other")),
+            (Some(value), None) => Ok(Source::Value(Secret::new(value.trim()))),
+            (None, Some(path)) => Ok(Source::File(path.clone())),
+            (None, None) => Ok(Source::None),
         };
-        Ok((!text.is_empty()).then(|| Secret::new(&text)))
-    };
-    let secret = one(&layers.secret, &layers.secret_file, "secret")?;
-    let peer = one(&layers.peer_secret, &layers.peer_secret_file, "peer-secret")?.or_else(|| secret.clone());
-    let admin = one(&layers.admin_token, &layers.admin_token_file, "admin-token")?.or(secret);
-    let mut lines: Vec<String> = layers.client_token.clone().unwrap_or_default();
-    if let Some(path) = &layers.client_token_file {
-        let text = read_secret_file(path, "client-token")?;
-        lines.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string));
+        Ok(CredentialSource {
+            secret: one(&layers.secret, &layers.secret_file, "secret")?,
+            peer: one(&layers.peer_secret, &layers.peer_secret_file, "peer-secret")?,
+            admin: one(&layers.admin_token, &layers.admin_token_file, "admin-token")?,
+            clients: layers.client_token.clone().unwrap_or_default(),
+            client_file: layers.client_token_file.clone(),
+        })
     }
-    let mut clients: Vec<ClientToken> = Vec::new();
-    for line in &lines {
-        let token = ClientToken::parse(line)?;
-        if clients.iter().any(|c| c.name == token.name) {
-            return Err(format!("--client-token {} is given twice", token.name));
+
+    /// The files a reload reads again.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let named = [&self.secret, &self.peer, &self.admin].into_iter().filter_map(|source| match source {
+            Source::File(path) => Some(path.clone()),
+            _ => None,
+        });
+        named.chain(self.client_file.clone()).collect()
+    }
+
+    /// The credentials as the values and files say now: `--secret` (peer and admin) under the
+    /// role flags.
+    pub fn read(&self) -> Result<Credentials, String> {
+        let one = |source: &Source, flag: &str| -> Result<Option<Secret>, String> {
+            let secret = match source {
+                Source::None => return Ok(None),
+                Source::Value(secret) => secret.clone(),
+                Source::File(path) => Secret::new(&read_secret_file(path, flag)?),
+            };
+            Ok((!secret.expose().is_empty()).then_some(secret))
+        };
+        let secret = one(&self.secret, "secret")?;
+        let peer = one(&self.peer, "peer-secret")?.or_else(|| secret.clone());
+        let admin = one(&self.admin, "admin-token")?.or(secret);
+        let mut lines = self.clients.clone();
+        if let Some(path) = &self.client_file {
+            let text = read_secret_file(path, "client-token")?;
+            lines.extend(
+                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string),
+            );
         }
-        clients.push(token);
+        let mut clients: Vec<ClientToken> = Vec::new();
+        for line in &lines {
+            let token = ClientToken::parse(line)?;
+            if clients.iter().any(|c| c.name == token.name) {
+                return Err(format!("--client-token {} is given twice", token.name));
+            }
+            clients.push(token);
+        }
+        Ok(Credentials { peer, admin, clients })
     }
-    Ok(Credentials { peer, admin, clients })
 }
 
 fn read_secret_file(path: &Path, flag: &str) -> Result<String, String> {

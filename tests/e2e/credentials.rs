@@ -150,3 +150,42 @@ async fn each_roles_token_works_only_for_its_routes() {
         assert!(id != 3 || !log.contains("given on the command line"), "node 3 had no secret flags: {log}");
     }
 }
+
+/// Tokens rotate without a restart: the admin and client token files are read again on SIGHUP
+/// (or when they change); the old token stops working, the new one works, and the node never
+/// stopped serving.
+#[tokio::test]
+async fn token_files_are_read_again_on_sighup() {
+    let mut cluster = ProcessCluster::new();
+    let (admin_file, clients_file) = (cluster.temp_path("admin"), cluster.temp_path("clients"));
+    crate::certs::write_atomically(&admin_file, "old-admin\n");
+    crate::certs::write_atomically(&clients_file, "team:old-client:alpha\n");
+    let (admin, clients) = (admin_file.display().to_string(), clients_file.display().to_string());
+    cluster.start_node(1, &["--admin-token-file", &admin, "--client-token-file", &clients]);
+    cluster.wait_ready(1, TIMEOUT).await;
+    let (status, _) = cluster.request(1, Method::POST, "/v1/tags", Some(r#"{"tag":"alpha"}"#), Some("old-admin")).await;
+    assert_eq!(status.as_u16(), 201);
+    let (status, _) = cluster.request(1, Method::GET, "/v1/segment/alpha", None, Some("old-client")).await;
+    assert_eq!(status.as_u16(), 200);
+
+    crate::certs::write_atomically(&admin_file, "new-admin\n");
+    crate::certs::write_atomically(&clients_file, "team:new-client:alpha\n");
+    cluster.signal(1, libc::SIGHUP);
+    let url = cluster.url(1);
+    crate::harness::wait_until(TIMEOUT, "the new client token to work", || {
+        let request = reqwest::Client::new().get(format!("{url}/v1/segment/alpha")).bearer_auth("new-client").send();
+        async move {
+            let status = request.await.map_err(|e| e.to_string())?.status().as_u16();
+            (status == 200).then_some(()).ok_or(format!("HTTP {status}"))
+        }
+    })
+    .await;
+    let answer = cluster.request(1, Method::GET, "/v1/segment/alpha", None, Some("old-client")).await;
+    assert_error(&answer, 401, "UNAUTHORIZED", "the old client token");
+    let answer = cluster.request(1, Method::POST, "/v1/tags", Some(r#"{"tag":"beta"}"#), Some("old-admin")).await;
+    assert_error(&answer, 401, "UNAUTHORIZED", "the old admin token");
+    let (status, _) = cluster.request(1, Method::POST, "/v1/tags", Some(r#"{"tag":"beta"}"#), Some("new-admin")).await;
+    assert_eq!(status.as_u16(), 201);
+    assert!(cluster.is_running(1), "SIGHUP does not stop a node");
+    assert!(cluster.log(1).contains("credentials reloaded"));
+}

@@ -138,7 +138,7 @@ async fn reload_all(cluster: &mut ProcessCluster, reloads: f64) {
         cluster.signal(id, libc::SIGHUP);
     }
     for id in [1, 2, 3] {
-        let series = r#"leafraft_tls_reloads_total{result="ok"}"#;
+        let series = r#"leafraft_reloads_total{what="tls",result="ok"}"#;
         let url = cluster.url(id);
         let http = tls_http(cluster_ca(cluster).as_bytes());
         wait_until(TIMEOUT, &format!("node {id} to reload its certificates"), || {
