@@ -119,9 +119,8 @@ async fn each_roles_token_works_only_for_its_routes() {
         assert_eq!(status.as_u16(), 200, "GET {path}: {body}");
     }
 
-    // Counted by route and reason.
-    let url = cluster.url(leader);
-    let metrics = reqwest::get(format!("{url}/metrics")).await.expect("metrics").text().await.expect("text");
+    // Counted by route and reason (node 3 saw every kind of refusal above).
+    let metrics = cluster.get_text(3, "/metrics").await.1;
     for series in [
         r#"leafraft_auth_refusals_total{route="/v1/segment/{tag}",reason="tag"}"#,
         r#"leafraft_auth_refusals_total{route="/v1/tags",reason="role"}"#,
@@ -130,6 +129,7 @@ async fn each_roles_token_works_only_for_its_routes() {
         assert!(metrics.contains(series), "{series} missing from /metrics:\n{metrics}");
     }
 
+    let url = cluster.url(leader);
     // The CLI takes --token; node 1 warned about the secrets on its command line, never showing them.
     let ok = run_binary(&["id", "segment", "alpha", "-n", "3", "--server", &url, "--token", ALPHA], TIMEOUT).await;
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
