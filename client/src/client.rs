@@ -42,8 +42,8 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Settings of a [`Client`]; see [`Client::builder`].
-#[derive(Debug, Clone)]
+/// Settings of a [`Client`]; see [`Client::builder`]. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct ClientBuilder {
     nodes: Vec<String>,
     secret: Option<String>,
@@ -55,6 +55,18 @@ pub struct ClientBuilder {
     refresh_every: Duration,
     sizing: Sizing,
     runtime: Option<Handle>,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("nodes", &self.nodes)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("ca", &self.ca.is_some())
+            .field("timeout", &self.timeout)
+            .field("discover", &self.discover)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ClientBuilder {
@@ -296,5 +308,15 @@ impl Client {
     /// The first node's base URL (for messages).
     pub fn base(&self) -> String {
         self.nodes().first().cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_builder_never_shows_the_token() {
+        let builder = super::Client::builder().nodes(["127.0.0.1:1"]).token("hunter2");
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2") && shown.contains("<redacted>"), "{shown}");
     }
 }

@@ -35,8 +35,8 @@ pub(crate) enum Repeat {
     Never,
 }
 
-/// The settings of the transport, from the builder.
-#[derive(Debug, Clone)]
+/// The settings of the transport, from the builder. Its `Debug` never shows the secret.
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub seeds: Vec<String>,
     pub secret: Option<String>,
@@ -48,6 +48,17 @@ pub(crate) struct Settings {
     pub discover: bool,
     pub retry_until_timeout: bool,
     pub refresh_every: Duration,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("seeds", &self.seeds)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
