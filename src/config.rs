@@ -85,14 +85,14 @@ pub struct Settings {
     pub initial_cluster: Option<String>,
     pub join: Option<String>,
     pub learner: Option<bool>,
-    pub secret: Option<String>,
+    pub secret: Option<SecretText>,
     pub secret_file: Option<PathBuf>,
-    pub peer_secret: Option<String>,
+    pub peer_secret: Option<SecretText>,
     pub peer_secret_file: Option<PathBuf>,
-    pub admin_token: Option<String>,
+    pub admin_token: Option<SecretText>,
     pub admin_token_file: Option<PathBuf>,
     /// `NAME:TOKEN[:tag1,tag2]`, one per client.
-    pub client_token: Option<Vec<String>>,
+    pub client_token: Option<Vec<SecretText>>,
     /// A file of client tokens, one `NAME:TOKEN[:tags]` a line (`#` comments).
     pub client_token_file: Option<PathBuf>,
     pub tls_cert: Option<PathBuf>,
@@ -396,4 +396,5 @@ mod tests;
 
 use security::resolve_tls;
 pub use security::CredentialSource;
+pub use security::SecretText;
 pub use security::TlsFiles;

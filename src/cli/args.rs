@@ -276,13 +276,14 @@ impl ServeArgs {
             initial_cluster: self.initial_cluster.clone(),
             join: self.join.clone(),
             learner: self.learner.then_some(true),
-            secret: security.secret.clone(),
+            secret: security.secret.clone().map(Into::into),
             secret_file: security.secret_file.clone(),
-            peer_secret: security.peer_secret.clone(),
+            peer_secret: security.peer_secret.clone().map(Into::into),
             peer_secret_file: security.peer_secret_file.clone(),
-            admin_token: security.admin_token.clone(),
+            admin_token: security.admin_token.clone().map(Into::into),
             admin_token_file: security.admin_token_file.clone(),
-            client_token: (!security.client_token.is_empty()).then(|| security.client_token.clone()),
+            client_token: (!security.client_token.is_empty())
+                .then(|| security.client_token.iter().map(|token| token.as_str().into()).collect()),
             client_token_file: security.client_token_file.clone(),
             tls_cert: security.tls_cert.clone(),
             tls_key: security.tls_key.clone(),
@@ -311,7 +312,8 @@ impl ServeArgs {
     }
 }
 
-#[derive(Debug, Args, Clone)]
+/// `Debug` never shows the secret or the token.
+#[derive(Args, Clone)]
 pub struct ClientArgs {
     /// The node to talk to.
     #[arg(long, env = "LEAFRAFT_SERVER", default_value = "http://127.0.0.1:8080", global = true)]

@@ -23,6 +23,29 @@ pub struct TlsFiles {
     pub ca: Option<PathBuf>,
 }
 
+/// A secret as a setting (a flag, a variable, a TOML string): `Debug` never shows it.
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
+pub struct SecretText(pub String);
+
+impl std::fmt::Debug for SecretText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<&str> for SecretText {
+    fn from(text: &str) -> SecretText {
+        SecretText(text.to_string())
+    }
+}
+
+impl From<String> for SecretText {
+    fn from(text: String) -> SecretText {
+        SecretText(text)
+    }
+}
+
 /// Where the credentials come from: a value given as a flag, variable or in the TOML file, or
 /// a file to read (again on a reload: `CredentialSource::read`). Values are `Secret`s, so this
 /// formats without them.
@@ -45,9 +68,9 @@ enum Source {
 
 impl CredentialSource {
     pub(super) fn of(layers: &Settings) -> Result<CredentialSource, String> {
-        let one = |value: &Option<String>, file: &Option<PathBuf>, flag: &str| match (value, file) {
+        let one = |value: &Option<SecretText>, file: &Option<PathBuf>, flag: &str| match (value, file) {
             (Some(_), Some(_)) => Err(format!("--{flag} and --{flag}-file exclude each other")),
-            (Some(value), None) => Ok(Source::Value(Secret::new(value.trim()))),
+            (Some(value), None) => Ok(Source::Value(Secret::new(value.0.trim()))),
             (None, Some(path)) => Ok(Source::File(path.clone())),
             (None, None) => Ok(Source::None),
         };
@@ -55,7 +78,7 @@ impl CredentialSource {
             secret: one(&layers.secret, &layers.secret_file, "secret")?,
             peer: one(&layers.peer_secret, &layers.peer_secret_file, "peer-secret")?,
             admin: one(&layers.admin_token, &layers.admin_token_file, "admin-token")?,
-            clients: layers.client_token.clone().unwrap_or_default(),
+            clients: layers.client_token.iter().flatten().map(|token| token.0.clone()).collect(),
             client_file: layers.client_token_file.clone(),
         })
     }

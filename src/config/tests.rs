@@ -150,3 +150,15 @@ fn tls_files_go_together() {
     .unwrap();
     assert!(config.tls.is_some());
 }
+
+#[test]
+fn settings_never_show_a_secret() {
+    let settings = layers(|l| {
+        l.secret = Some("hunter2".into());
+        l.client_token = Some(vec!["team:hunter3".into()]);
+    });
+    let shown = format!("{settings:?}");
+    assert!(!shown.contains("hunter2") && !shown.contains("hunter3"), "{shown}");
+    let file: Settings = toml::from_str("admin_token = \"hunter4\"\nclient_token = [\"a:b\"]").unwrap();
+    assert_eq!(file.admin_token, Some("hunter4".into()));
+}

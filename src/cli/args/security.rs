@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 /// Every flag also reads `LEAFRAFT_<FLAG>` and the `--config` TOML file (flags > env > file).
-#[derive(Debug, Args, Default)]
+/// `Debug` shows which secrets were given, never their values.
+#[derive(Args, Default)]
 pub struct SecurityArgs {
     /// Shorthand for --peer-secret S --admin-token S (visible in `ps` as a flag: prefer the
     /// variable or --secret-file).
@@ -48,6 +49,37 @@ pub struct SecurityArgs {
     /// CA certificates (PEM) this node trusts for its peers' server certificates [default: --peer-ca].
     #[arg(long, env = "LEAFRAFT_CA")]
     pub ca: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SecurityArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |given: bool| if given { "<redacted>" } else { "-" };
+        f.debug_struct("SecurityArgs")
+            .field("secret", &shown(self.secret.is_some()))
+            .field("secret_file", &self.secret_file)
+            .field("peer_secret", &shown(self.peer_secret.is_some()))
+            .field("peer_secret_file", &self.peer_secret_file)
+            .field("admin_token", &shown(self.admin_token.is_some()))
+            .field("admin_token_file", &self.admin_token_file)
+            .field("client_tokens", &self.client_token.len())
+            .field("client_token_file", &self.client_token_file)
+            .field("tls_cert", &self.tls_cert)
+            .field("tls_key", &self.tls_key)
+            .field("peer_ca", &self.peer_ca)
+            .field("ca", &self.ca)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for super::ClientArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientArgs")
+            .field("server", &self.server)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("ca", &self.ca)
+            .finish()
+    }
 }
 
 /// The flags that put a secret on the command line, where `ps` shows it.
