@@ -83,7 +83,23 @@ async fn each_roles_token_works_only_for_its_routes() {
     let (status, _) = cluster.request(follower, Method::POST, "/raft/vote", Some("x"), Some(PEER)).await;
     assert_eq!(status.as_u16(), 400, "the peer secret passes (the body is not a vote)");
 
-    // Client routes.
+    // Client routes, once every node has applied both tags.
+    for node in [1, 2, 3] {
+        let url = cluster.url(node);
+        crate::harness::wait_until(TIMEOUT, &format!("node {node} to know both tags"), || {
+            let requests = ["alpha", "beta"].map(|tag| reqwest::get(format!("{url}/v1/tags/{tag}")));
+            async move {
+                for request in requests {
+                    let status = request.await.map_err(|e| e.to_string())?.status().as_u16();
+                    if status != 200 {
+                        return Err(format!("HTTP {status}"));
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await;
+    }
     let mut ids = BTreeSet::new();
     for node in [1, 2, 3] {
         let answer = cluster.request(node, Method::GET, "/v1/segment/alpha?count=5", None, None).await;

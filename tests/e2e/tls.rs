@@ -233,7 +233,11 @@ async fn a_peer_with_a_foreign_or_mismatched_certificate_cannot_append_vote_or_f
     let after = cluster.status(target).await.expect("status");
     assert_eq!(after.voters, status.voters);
     let client = client_with_ca(&cluster.url(target), None, Some(ca.pem().as_bytes()));
-    let ids = client.segment_ids("t", 10).await.expect("IDs over TLS");
+    // The follower serves the tag once it has applied its creation.
+    let ids = wait_until(TIMEOUT, "the follower to serve IDs over TLS", || async {
+        client.segment_ids("t", 10).await.map_err(|e| e.to_string())
+    })
+    .await;
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 10);
 }
 
