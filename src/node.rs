@@ -97,6 +97,9 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let (identity, store) = open_store(&config).await?;
     let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
     let (http, tls) = peer_client(&config)?;
+    if tls.as_ref().is_some_and(|tls| tls.mutual()) {
+        identity.require_certificate_names(|der, id| crate::tls::names_node(&der.into(), id));
+    }
     let peer_secret: Option<Arc<str>> = config.credentials.peer.as_ref().map(|s| Arc::from(s.expose()));
     let network =
         raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone()).with_tls(tls.is_some());
@@ -162,7 +165,7 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
     let tls = config.tls.clone().map(Tls::load).transpose().map_err(RunError)?;
     let mut http = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(30)).tcp_nodelay(true);
     if let Some(tls) = &tls {
-        http = http.use_preconfigured_tls(tls.client_config().map_err(RunError)?);
+        http = http.use_preconfigured_tls(tls.client_config().map_err(RunError)?).tls_info(true);
     }
     let http = http.build().map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
     Ok((http, tls))

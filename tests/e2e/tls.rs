@@ -274,3 +274,30 @@ async fn a_node_joins_a_mutual_tls_cluster_with_the_admin_token() {
     .await;
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), 10);
 }
+
+/// The sending side: an answer must come from a certificate naming the member the request was
+/// for. Node 3's certificate (from the right CA, valid for its address) names node 1: nodes 1 and 2
+/// refuse to form a cluster with it, each with one line naming the reason, as for any identity
+/// refusal at formation.
+#[tokio::test]
+async fn members_refuse_to_form_with_a_member_whose_certificate_names_another() {
+    let ca = Ca::new("leafraft CA");
+    let mut cluster = ProcessCluster::new().with_tls(true, ca.pem().as_bytes());
+    for id in [1, 2, 3] {
+        cluster.reserve(id);
+    }
+    write_files(&cluster, &ca, &[1, 2], &ca.pem());
+    let dir = cluster.tls_dir();
+    ca.issue(&["node-1.leafraft".to_string(), "127.0.0.1".to_string()])
+        .write(&dir.join("node3.pem"), &dir.join("node3.key"));
+    let initial = cluster.initial_cluster(&[1, 2, 3]);
+    for id in [1, 2, 3] {
+        cluster.start_node(id, &["--initial-cluster", &initial]);
+    }
+    for id in [1, 2] {
+        let status = cluster.wait_exit(id, TIMEOUT).await;
+        let log = cluster.log(id);
+        assert_eq!(status.code(), Some(1), "node {id}: {log}");
+        assert!(log.contains("the peer's certificate does not name node 3"), "node {id}: {log}");
+    }
+}

@@ -134,6 +134,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;
     let status = response.status();
     if let Some(sender) = &sender {
+        check_responder_certificate(url, sender, &response)?;
         check_responder(url, sender, response.headers())?;
     }
     if status != StatusCode::OK {
@@ -158,6 +159,26 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         return Err(PostError::Decode(format!("POST {url}: the answer is over {} bytes", codec::MAX_RPC_BYTES)));
     }
     codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))
+}
+
+/// With mutual TLS between members, refuses an answer over TLS whose certificate does not name the
+/// node the request meant to reach (a certificate of the right CA at another member's address).
+fn check_responder_certificate(url: &str, sender: &Sender<'_>, response: &reqwest::Response) -> Result<(), PostError> {
+    let (Some((node_id, _)), Some(names)) = (sender.target, sender.identity.certificate_names()) else {
+        return Ok(());
+    };
+    let Some(info) = response.extensions().get::<reqwest::tls::TlsInfo>() else {
+        return Ok(());
+    };
+    if info.peer_certificate().is_some_and(|der| names(der, node_id)) {
+        return Ok(());
+    }
+    tracing::warn!(
+        url,
+        node_id,
+        "refused an answer: the peer's certificate does not name the node the request was for"
+    );
+    Err(PostError::Refused(format!("POST {url}: the peer's certificate does not name node {node_id}")))
 }
 
 /// Refuses an answer from a peer that is not who the sender meant to reach.
