@@ -8,8 +8,11 @@
 #   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8);
 #   6. a monotonic tag (served by the leader, real-time order): calls/s and p50/p99 at 1, 16 and 64
 #      callers for count=1 and count=1000, next to the counter baseline at the same concurrency.
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single]
+#   --tls: only the TLS bar instead: one ID per request over TLS (keep-alive) on a 3-node cluster
+#      with TLS and mutual TLS between the nodes, vs the same counter server behind the same TLS
+#      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single | --tls]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,10 +21,12 @@ concurrency=16
 switch_secs=15
 only_monotonic=0
 only_single=0
+only_tls=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
     --only-single) only_single=1; shift ;;
+    --tls) only_tls=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
@@ -30,8 +35,9 @@ while [ $# -gt 0 ]; do
 done
 
 cargo build --release --quiet -p leafraft -p leafraft-tools
-bin=./target/release/leafraft
-bench=./target/release/leafraft-bench
+bin=${CARGO_TARGET_DIR:-./target}/release/leafraft
+bench=${CARGO_TARGET_DIR:-./target}/release/leafraft-bench
+certs=${CARGO_TARGET_DIR:-./target}/release/leafraft-certs
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -86,6 +92,50 @@ claims_total() { metric_total '^leafraft_segment_claims_total[{].*result="ok"' "
 waits_total() { metric_total '^leafraft_segment_waits_total[{]' "$@"; }
 
 echo "== machine: $(nproc) cores; load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
+
+# The TLS bar: a TLS + mutual TLS cluster and the counter server behind the same TLS listener.
+tls_section() {
+  local tls=$work/tls ports=("$(free_port)" "$(free_port)" "$(free_port)") counter
+  counter=$(free_port)
+  "$certs" --out "$tls" --node 1=127.0.0.1 --node 2=127.0.0.1 --node 3=127.0.0.1 --node 9=127.0.0.1 >/dev/null
+  local members="1=127.0.0.1:${ports[0]},2=127.0.0.1:${ports[1]},3=127.0.0.1:${ports[2]}"
+  for i in 1 2 3; do
+    "$bin" serve --node-id "$i" --listen "127.0.0.1:${ports[$((i-1))]}" --data-dir "$work/tls-$i" \
+      --initial-cluster "$members" --tls-cert "$tls/node$i.pem" --tls-key "$tls/node$i.key" \
+      --peer-ca "$tls/ca.pem" >"$work/tls-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  "$bench" counter-server --listen "127.0.0.1:$counter" --tls-cert "$tls/node9.pem" --tls-key "$tls/node9.key" \
+    --ca "$tls/ca.pem" >/dev/null 2>&1 &
+  pids+=($!)
+  for port in "${ports[@]}" "$counter"; do
+    for _ in $(seq 1 200); do curl -sf --cacert "$tls/ca.pem" "https://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.05; done
+  done
+  "$bin" tag create bench --step 1000 --server "https://127.0.0.1:${ports[0]}" --ca "$tls/ca.pem" >/dev/null
+  local leaf base_url ratios=() targets=()
+  for port in "${ports[@]}"; do targets+=("https://127.0.0.1:$port/api/segment/get/bench"); done
+  leaf=$(IFS=,; echo "${targets[*]}")
+  base_url="https://127.0.0.1:$counter/x"
+  warm --ca "$tls/ca.pem" --url "$base_url" --no-check
+  warm --ca "$tls/ca.pem" --url "$leaf"
+  echo "== TLS: one ID per request over TLS (keep-alive), leafraft (3 nodes, mutual TLS between them) vs the counter server behind the same TLS stack, alternating, 3 rounds"
+  for round in 1 2 3; do
+    local base lr base_rps rps
+    base=$(load --ca "$tls/ca.pem" --url "$base_url" --no-check)
+    lr=$(load --ca "$tls/ca.pem" --url "$leaf")
+    base_rps=$(echo "$base" | field '["requests_per_sec"]')
+    rps=$(echo "$lr" | field '["requests_per_sec"]')
+    printf "round %s  baseline %8.0f req/s (p99 %s µs)  leafraft %8.0f req/s (p99 %s µs, p99.9 %s µs, errors %s, duplicates %s)\n" \
+      "$round" "$base_rps" "$(echo "$base" | field '["p99_us"]')" "$rps" "$(echo "$lr" | field '["p99_us"]')" \
+      "$(echo "$lr" | field '["p999_us"]')" "$(echo "$lr" | field '["errors_by_status"]')" "$(echo "$lr" | field '["duplicates"]')"
+    ratios+=("$(python3 -c "print($rps / $base_rps)")")
+  done
+  python3 -c "import statistics as s; r=[${ratios[0]},${ratios[1]},${ratios[2]}]; print('ratio     median %.2f (runs %s)' % (s.median(r), ', '.join('%.2f' % x for x in r)))"
+}
+if [ "$only_tls" = 1 ]; then
+  tls_section
+  exit 0
+fi
 
 counter_port=$(free_port)
 "$bench" counter-server --listen "127.0.0.1:$counter_port" >/dev/null 2>&1 &

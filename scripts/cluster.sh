@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # A local 3-node leafraft cluster in one command.
 #   scripts/cluster.sh up      build (release), start nodes 1-3 on 127.0.0.1:8081-8083, wait until ready
+#   scripts/cluster.sh up --tls   the same with TLS and mutual TLS between the nodes: a throwaway CA
+#                              and node certificates in ./cluster-data/tls (scripts/make-certs.sh);
+#                              clients use --ca cluster-data/tls/ca.pem and https://
+#   scripts/cluster.sh rotate  (a --tls cluster) new node certificates from the same CA, then SIGHUP
 #   scripts/cluster.sh status  members, roles, leader (leafraft cluster status)
 #   scripts/cluster.sh down    stop the nodes gracefully (SIGTERM); data stays in ./cluster-data
 #   scripts/cluster.sh wipe    down, then remove ./cluster-data
@@ -8,27 +12,46 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${LEAFRAFT_CLUSTER_DIR:-./cluster-data}
-bin=./target/release/leafraft
+bin=${CARGO_TARGET_DIR:-./target}/release/leafraft
 members="1=127.0.0.1:8081,2=127.0.0.1:8082,3=127.0.0.1:8083"
+tls=no
+[ "${2:-}" = "--tls" ] && tls=yes
+[ -f "$dir/tls/ca.pem" ] && [ "${1:-}" != up ] && tls=yes
+scheme=http
+curl_ca=()
+cli_ca=()
+if [ "$tls" = yes ]; then
+  scheme=https
+  curl_ca=(--cacert "$dir/tls/ca.pem")
+  cli_ca=(--ca "$dir/tls/ca.pem")
+fi
 
 running() { [ -f "$dir/node$1.pid" ] && kill -0 "$(cat "$dir/node$1.pid")" 2>/dev/null; }
 
 up() {
   cargo build --release --quiet
   mkdir -p "$dir"
+  local tls_flags=()
+  if [ "$tls" = yes ]; then
+    [ -f "$dir/tls/node1.pem" ] || scripts/make-certs.sh "$dir/tls" 1=127.0.0.1,localhost 2=127.0.0.1,localhost 3=127.0.0.1,localhost
+  fi
   for i in 1 2 3; do
     if running "$i"; then
       echo "node $i already running (pid $(cat "$dir/node$i.pid"))"
       continue
     fi
+    tls_flags=()
+    if [ "$tls" = yes ]; then
+      tls_flags=(--tls-cert "$dir/tls/node$i.pem" --tls-key "$dir/tls/node$i.key" --peer-ca "$dir/tls/ca.pem")
+    fi
     nohup "$bin" serve --node-id "$i" --listen "127.0.0.1:808$i" --data-dir "$dir/node$i" \
-      --initial-cluster "$members" >>"$dir/node$i.log" 2>&1 &
+      --initial-cluster "$members" "${tls_flags[@]}" >>"$dir/node$i.log" 2>&1 &
     echo $! >"$dir/node$i.pid"
   done
   for i in 1 2 3; do
     ready=no
     for _ in $(seq 1 300); do
-      if curl -sf "127.0.0.1:808$i/readyz" >/dev/null 2>&1; then ready=yes; break; fi
+      if curl -sf "${curl_ca[@]}" "$scheme://127.0.0.1:808$i/readyz" >/dev/null 2>&1; then ready=yes; break; fi
       running "$i" || break
       sleep 0.1
     done
@@ -38,15 +61,25 @@ up() {
       exit 1
     fi
   done
-  "$bin" cluster status --server http://127.0.0.1:8081
+  "$bin" cluster status --server "$scheme://127.0.0.1:8081" "${cli_ca[@]}"
   cat <<TXT
 
-Cluster up: nodes on 127.0.0.1:8081, :8082, :8083 (status page: http://127.0.0.1:8081/).
-  curl -s -XPOST 127.0.0.1:8081/v1/tags -d '{"tag":"order","step":1000}'
-  curl -s 127.0.0.1:8082/api/segment/get/order
-  curl -s 127.0.0.1:8083/api/snowflake/get/any
+Cluster up: nodes on 127.0.0.1:8081, :8082, :8083 (status page: $scheme://127.0.0.1:8081/).
+  curl -s ${curl_ca[*]} -XPOST $scheme://127.0.0.1:8081/v1/tags -d '{"tag":"order","step":1000}'
+  curl -s ${curl_ca[*]} $scheme://127.0.0.1:8082/api/segment/get/order
+  curl -s ${curl_ca[*]} $scheme://127.0.0.1:8083/api/snowflake/get/any
 Stop it with scripts/cluster.sh down (data stays in $dir) or wipe.
 TXT
+}
+
+# New node certificates from the same CA, picked up by SIGHUP without a restart.
+rotate() {
+  if [ "$tls" != yes ]; then echo "not a --tls cluster" >&2; exit 2; fi
+  scripts/make-certs.sh "$dir/tls" 1=127.0.0.1,localhost 2=127.0.0.1,localhost 3=127.0.0.1,localhost
+  for i in 1 2 3; do
+    if running "$i"; then kill -HUP "$(cat "$dir/node$i.pid")"; fi
+  done
+  echo "certificates rotated; each node logs 'TLS certificates reloaded'"
 }
 
 down() {
@@ -69,7 +102,8 @@ down() {
 case "${1:-}" in
   up) up ;;
   down) down ;;
-  status) "$bin" cluster status --server http://127.0.0.1:8081 ;;
+  status) "$bin" cluster status --server "$scheme://127.0.0.1:8081" "${cli_ca[@]}" ;;
+  rotate) rotate ;;
   wipe) down; rm -rf "$dir"; echo "removed $dir" ;;
-  *) echo "usage: scripts/cluster.sh up|status|down|wipe" >&2; exit 2 ;;
+  *) echo "usage: scripts/cluster.sh up [--tls]|status|rotate|down|wipe" >&2; exit 2 ;;
 esac

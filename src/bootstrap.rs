@@ -184,9 +184,14 @@ async fn check_seeds(cluster: &Cluster, config: &Config, seeds: &[String]) -> Re
 /// A client of exactly one seed, sending each write once: a join goes through the seeds in turn
 /// itself, and adding a learner waits for it to catch up (up to the seed's learner timeout).
 fn seed_client(seed: &str, config: &Config) -> Result<Client, leafraft_client::ClientError> {
-    Client::builder()
-        .nodes([seed])
-        .secret_opt(config.secret.clone())
+    let admin = config.credentials.admin.as_ref().map(|token| token.expose().to_string());
+    let mut builder = Client::builder().nodes([seed]).token_opt(admin);
+    if let Some(tls) = &config.tls {
+        if let Some(ca) = tls.ca.as_ref().or(tls.peer_ca.as_ref()) {
+            builder = builder.ca_file(ca);
+        }
+    }
+    builder
         .discover(false)
         .retry_until_timeout(false)
         .timeout(Duration::from_secs(90))

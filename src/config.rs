@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::clock::millis;
+use crate::credentials::Credentials;
 use crate::engine::StepPolicy;
 use crate::segments::SegmentConfig;
 use crate::snowflakes::SnowflakeConfig;
@@ -48,7 +49,16 @@ pub struct Config {
     pub bootstrap: Bootstrap,
     /// Stay a learner after joining instead of asking to be promoted.
     pub learner: bool,
-    pub secret: Option<String>,
+    /// The peer secret, admin token and client tokens this node accepts (and the peer secret it
+    /// sends to its peers).
+    pub credentials: Credentials,
+    /// Where they come from: the admin and client tokens are read again on SIGHUP or when their
+    /// files change (the peer secret stays: peers send it too).
+    pub credential_source: CredentialSource,
+    /// TLS on the node's port, and for what it sends to peers; `None`: plain HTTP.
+    pub tls: Option<TlsFiles>,
+    /// Warnings to log once logging is up (a secret given as a flag, visible in `ps`).
+    pub warnings: Vec<String>,
     /// fdatasync sled's data file after every flush (power-loss safety). Off only for experiments.
     pub fsync: bool,
     pub heartbeat: Duration,
@@ -75,7 +85,20 @@ pub struct Settings {
     pub initial_cluster: Option<String>,
     pub join: Option<String>,
     pub learner: Option<bool>,
-    pub secret: Option<String>,
+    pub secret: Option<SecretText>,
+    pub secret_file: Option<PathBuf>,
+    pub peer_secret: Option<SecretText>,
+    pub peer_secret_file: Option<PathBuf>,
+    pub admin_token: Option<SecretText>,
+    pub admin_token_file: Option<PathBuf>,
+    /// `NAME:TOKEN[:tag1,tag2]`, one per client.
+    pub client_token: Option<Vec<SecretText>>,
+    /// A file of client tokens, one `NAME:TOKEN[:tags]` a line (`#` comments).
+    pub client_token_file: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub peer_ca: Option<PathBuf>,
+    pub ca: Option<PathBuf>,
     pub insecure: Option<bool>,
     pub fsync: Option<bool>,
     pub heartbeat_ms: Option<u64>,
@@ -122,6 +145,17 @@ impl Settings {
             join: self.join.or(lower.join),
             learner: self.learner.or(lower.learner),
             secret: self.secret.or(lower.secret),
+            secret_file: self.secret_file.or(lower.secret_file),
+            peer_secret: self.peer_secret.or(lower.peer_secret),
+            peer_secret_file: self.peer_secret_file.or(lower.peer_secret_file),
+            admin_token: self.admin_token.or(lower.admin_token),
+            admin_token_file: self.admin_token_file.or(lower.admin_token_file),
+            client_token: self.client_token.or(lower.client_token),
+            client_token_file: self.client_token_file.or(lower.client_token_file),
+            tls_cert: self.tls_cert.or(lower.tls_cert),
+            tls_key: self.tls_key.or(lower.tls_key),
+            peer_ca: self.peer_ca.or(lower.peer_ca),
+            ca: self.ca.or(lower.ca),
             insecure: self.insecure.or(lower.insecure),
             fsync: self.fsync.or(lower.fsync),
             heartbeat_ms: self.heartbeat_ms.or(lower.heartbeat_ms),
@@ -153,10 +187,15 @@ impl Config {
         let listen = resolve_addr(&listen_text)?;
         let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
         let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
-        let secret = layers.secret.clone().filter(|s| !s.is_empty());
-        if !listen.ip().is_loopback() && secret.is_none() && !layers.insecure.unwrap_or(false) {
+        let credential_source = CredentialSource::of(&layers)?;
+        let credentials = credential_source.read()?;
+        let tls = resolve_tls(&layers)?;
+        let peer_guarded = credentials.peer.is_some() || tls.as_ref().is_some_and(|t| t.peer_ca.is_some());
+        let secured = tls.is_some() && peer_guarded && credentials.admin.is_some();
+        if !listen.ip().is_loopback() && !secured && !layers.insecure.unwrap_or(false) {
             return Err(format!(
-                "--listen {listen} is reachable from other hosts: give --secret (or --insecure to run without one)"
+                "--listen {listen} is reachable from other hosts: give --tls-cert/--tls-key, --peer-secret or \
+                 --peer-ca, and --admin-token (--secret sets both), or --insecure to run without"
             ));
         }
         let (heartbeat, election_timeout, write_timeout) = resolve_timing(&layers)?;
@@ -176,7 +215,10 @@ impl Config {
             data_dir: layers.data_dir.clone().unwrap_or_else(|| PathBuf::from("./leafraft-data")),
             bootstrap,
             learner: layers.learner.unwrap_or(false),
-            secret,
+            credentials,
+            credential_source,
+            tls,
+            warnings: Vec::new(),
             fsync: layers.fsync.unwrap_or(true),
             heartbeat,
             election_timeout,
@@ -348,5 +390,11 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Str
     Ok(members)
 }
 
+mod security;
 #[cfg(test)]
 mod tests;
+
+use security::resolve_tls;
+pub use security::CredentialSource;
+pub use security::SecretText;
+pub use security::TlsFiles;

@@ -42,6 +42,8 @@ pub enum ErrorCode {
     SecondExhausted,
     /// This node's clock is ahead of what the cluster accepts.
     ClockAhead,
+    /// A valid credential without the role or the tag the request needs.
+    Forbidden,
 }
 
 impl ErrorCode {
@@ -69,6 +71,7 @@ impl ErrorCode {
             ErrorCode::NamespaceExists => "NAMESPACE_EXISTS",
             ErrorCode::SecondExhausted => "SECOND_EXHAUSTED",
             ErrorCode::ClockAhead => "CLOCK_AHEAD",
+            ErrorCode::Forbidden => "FORBIDDEN",
         }
     }
 
@@ -95,6 +98,7 @@ impl ErrorCode {
             ErrorCode::NamespaceExists => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
         }
     }
 }

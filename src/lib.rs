@@ -34,6 +34,7 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod credentials;
 pub mod engine;
 pub mod error;
 pub mod failstop;
@@ -42,9 +43,11 @@ pub mod metrics;
 pub mod node;
 pub mod planted;
 pub mod recover;
+pub mod reload;
 pub mod segments;
 pub mod snowflakes;
 pub mod timeseq;
+pub mod tls;
 
 #[cfg(test)]
 mod tidy;

@@ -24,6 +24,14 @@ pub struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// A route template, as in `http_requests`.
+    pub route: &'static str,
+    /// One of `credentials::Refusal::reason`'s few values.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TagLabels {
     pub tag: String,
 }
@@ -105,6 +113,50 @@ pub struct Metrics {
     snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
     identity_refusals: Family<KindLabels, Counter>,
     timeseq_events: Family<KindLabels, Counter>,
+    security: SecurityMetrics,
+}
+
+/// Refused credentials and TLS events.
+struct SecurityMetrics {
+    auth_refusals: Family<RefusalLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+    tls_handshake_failures: Family<ReasonLabels, Counter>,
+}
+
+impl SecurityMetrics {
+    fn register(r: &mut Registry) -> SecurityMetrics {
+        let auth_refusals = registered(
+            r,
+            "auth_refusals",
+            "Requests refused for a missing or wrong credential or peer certificate, by route and reason",
+            Family::default(),
+        );
+        let reloads = registered(
+            r,
+            "reloads",
+            "Reloads without a restart (tls: certificate, key and CA files; credentials: token files), by result",
+            Family::default(),
+        );
+        let tls_handshake_failures = registered(
+            r,
+            "tls_handshake_failures",
+            "TLS handshakes that failed, by reason (certificate: a client certificate the peer CA did not sign)",
+            Family::default(),
+        );
+        SecurityMetrics { auth_refusals, reloads, tls_handshake_failures }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    /// `tls` or `credentials`.
+    pub what: &'static str,
+    pub result: &'static str,
 }
 
 impl Default for Metrics {
@@ -172,6 +224,7 @@ impl Metrics {
             "Time-sequence claims committed, requests that waited, seconds found exhausted and clocks refused, by kind",
             Family::default(),
         );
+        let security = SecurityMetrics::register(r);
         Metrics {
             registry,
             requests,
@@ -189,7 +242,25 @@ impl Metrics {
             snowflake_years_left,
             identity_refusals,
             timeseq_events,
+            security,
         }
+    }
+
+    /// Counts a failed TLS handshake: `certificate` (a client certificate the CA did not sign),
+    /// `timeout` or `other`.
+    pub fn count_handshake_failure(&self, reason: &'static str) {
+        self.security.tls_handshake_failures.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Counts a request refused for its credential (or peer certificate), by route and reason.
+    pub fn count_refusal(&self, route: &str, reason: &'static str) {
+        self.security.auth_refusals.get_or_create(&RefusalLabels { route: intern(route), reason }).inc();
+    }
+
+    /// Counts a reload of `what` (`tls`, `credentials`): `ok`, or `error` (the previous ones stay).
+    pub fn count_reload(&self, what: &'static str, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.security.reloads.get_or_create(&ReloadLabels { what, result }).inc();
     }
 
     /// Counts one request without allocating: route templates are interned on first sight.

@@ -24,9 +24,13 @@ use crate::cluster::HttpPeers;
 use crate::cluster::Timeouts;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::reload::Reloadable;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
 use crate::timeseq::Timeseq;
+use crate::tls::PeerInfo;
+use crate::tls::Tls;
+use crate::tls::TlsListener;
 use raft::network::identity::MembershipMark;
 use raft::network::IdentityCheck;
 
@@ -49,6 +53,9 @@ impl std::error::Error for RunError {}
 
 /// Binds `config.listen` and runs the node until `shutdown` completes.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+    for warning in &config.warnings {
+        tracing::warn!("{warning}");
+    }
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| RunError(format!("cannot listen on {}: {e}", config.listen)))?;
@@ -89,15 +96,15 @@ pub struct RunningNode {
 pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode, RunError> {
     let (identity, store) = open_store(&config).await?;
     let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
-    let http = reqwest::Client::builder()
-        .pool_idle_timeout(Duration::from_secs(30))
-        .tcp_nodelay(true)
-        .build()
-        .map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
-    let secret: Option<Arc<str>> = config.secret.as_deref().map(Arc::from);
+    let (http, tls) = peer_client(&config)?;
+    if tls.as_ref().is_some_and(|tls| tls.mutual()) {
+        identity.require_certificate_names(|der, id| crate::tls::names_node(&der.into(), id));
+    }
+    let peer_secret: Option<Arc<str>> = config.credentials.peer.as_ref().map(|s| Arc::from(s.expose()));
     let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
-    let network =
-        raft::network::NetworkFactory::new(http.clone(), secret.clone(), identity.clone()).with_lease(lease.clone());
+    let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
+        .with_tls(tls.is_some())
+        .with_lease(lease.clone());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
@@ -105,36 +112,35 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     // Before the server runs, so nothing a peer replicates can make an empty directory look used.
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
     let timeouts = Timeouts { write: config.write_timeout, learner: config.learner_timeout };
-    let peers = Arc::new(HttpPeers::new(http, secret.clone(), identity.clone()));
+    let peers = Arc::new(HttpPeers::new(http, peer_secret, identity.clone()).with_tls(tls.is_some()));
     let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity).with_lease(lease));
     let metrics = Arc::new(Metrics::new());
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
     let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
+    let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
     let app = api::router(api::AppState {
         cluster: cluster.clone(),
         segments: segments.clone(),
         snowflakes: snowflakes.clone(),
         timeseq: timeseq.clone(),
-        metrics,
-        secret,
+        metrics: metrics.clone(),
+        credentials: credentials.clone(),
+        mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
     })
     .layer(axum::middleware::from_fn_with_state(failing_rx, crate::failstop::answer_in_flight));
     let local_addr = listener.local_addr().map_err(|e| RunError(format!("listener has no address: {e}")))?;
     let router = app.clone();
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.wait_for(|stop| *stop).await;
-            })
-            .await
-    });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = serve(listener, app, tls.clone(), metrics.clone(), stop_rx.clone())?;
     let incarnation = raft::network::identity::hex_id(cluster.identity().local().incarnation);
-    tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, "node started");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
 
-    let (background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    let (mut background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
+    background.push(crate::reload::spawn(reloadable, metrics, stop_rx));
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
     // Stops with the snowflake task (the same signal); nothing of it needs waiting for.
     tokio::spawn(timeseq.maintain(snowflake_stop_rx.clone()));
@@ -152,6 +158,40 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         snowflake_stop,
         snowflake_task,
         refused: Some(refused),
+    })
+}
+
+/// The process's one HTTP client towards peers (pooled, kept alive), with the node's TLS client
+/// configuration when it has TLS, and that TLS state.
+fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), RunError> {
+    let tls = config.tls.clone().map(Tls::load).transpose().map_err(RunError)?;
+    let mut http = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(30)).tcp_nodelay(true);
+    if let Some(tls) = &tls {
+        http = http.use_preconfigured_tls(tls.client_config().map_err(RunError)?).tls_info(true);
+    }
+    let http = http.build().map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
+    Ok((http, tls))
+}
+
+/// Serves `app` on `listener` (over TLS when `tls`) until `stop` turns true, then drains.
+fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<Tls>>,
+    metrics: Arc<Metrics>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<JoinHandle<std::io::Result<()>>, RunError> {
+    let stopped = async move {
+        let _ = stop.wait_for(|stop| *stop).await;
+    };
+    Ok(match tls {
+        None => tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }),
+        Some(tls) => {
+            let listener =
+                TlsListener::new(listener, tls, metrics).map_err(|e| RunError(format!("cannot serve TLS: {e}")))?;
+            let app = app.into_make_service_with_connect_info::<PeerInfo>();
+            tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await })
+        }
     })
 }
 

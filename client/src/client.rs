@@ -42,11 +42,12 @@ impl std::fmt::Debug for Client {
     }
 }
 
-/// Settings of a [`Client`]; see [`Client::builder`].
-#[derive(Debug, Clone)]
+/// Settings of a [`Client`]; see [`Client::builder`]. Its `Debug` never shows the token.
+#[derive(Clone)]
 pub struct ClientBuilder {
     nodes: Vec<String>,
     secret: Option<String>,
+    ca: Option<Ca>,
     timeout: Duration,
     attempt_timeout: Option<Duration>,
     discover: bool,
@@ -56,11 +57,24 @@ pub struct ClientBuilder {
     runtime: Option<Handle>,
 }
 
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("nodes", &self.nodes)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("ca", &self.ca.is_some())
+            .field("timeout", &self.timeout)
+            .field("discover", &self.discover)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for ClientBuilder {
     fn default() -> ClientBuilder {
         ClientBuilder {
             nodes: Vec::new(),
             secret: None,
+            ca: None,
             timeout: Duration::from_secs(10),
             attempt_timeout: None,
             discover: true,
@@ -80,7 +94,7 @@ impl ClientBuilder {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.nodes = nodes.into_iter().map(|node| base_url(node.as_ref())).collect();
+        self.nodes = nodes.into_iter().map(|node| node.as_ref().to_string()).collect();
         self
     }
 
@@ -93,6 +107,32 @@ impl ClientBuilder {
     /// The same, from an `Option` (no secret when `None`).
     pub fn secret_opt(mut self, secret: Option<String>) -> ClientBuilder {
         self.secret = secret;
+        self
+    }
+
+    /// A token (`--admin-token`, or a `--client-token` of the node), sent as `Authorization:
+    /// Bearer`: the same header as [`secret`](Self::secret), which it replaces.
+    pub fn token(self, token: impl Into<String>) -> ClientBuilder {
+        self.secret(token)
+    }
+
+    /// The same, from an `Option` (no token when `None`).
+    pub fn token_opt(self, token: Option<String>) -> ClientBuilder {
+        self.secret_opt(token)
+    }
+
+    /// Verify the nodes' TLS certificates against these PEM CA certificates (only these: not the
+    /// built-in roots); a node given as a bare `host:port`, and every member discovery finds, is
+    /// then reached over `https://`.
+    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
+        self.ca = Some(Ca::Pem(pem.into()));
+        self
+    }
+
+    /// The same, read from a PEM file when [`build`](Self::build) runs (a file that cannot be read
+    /// or holds no certificate is a [`ClientError::Config`]).
+    pub fn ca_file(mut self, path: impl Into<std::path::PathBuf>) -> ClientBuilder {
+        self.ca = Some(Ca::File(path.into()));
         self
     }
 
@@ -145,9 +185,19 @@ impl ClientBuilder {
         if self.timeout.is_zero() {
             return Err(ClientError::Config("the timeout must be above zero".into()));
         }
+        let ca_pem = match self.ca {
+            None => None,
+            Some(Ca::Pem(pem)) => Some(pem),
+            Some(Ca::File(path)) => Some(
+                std::fs::read(&path)
+                    .map_err(|e| ClientError::Config(format!("cannot read the CA file {}: {e}", path.display())))?,
+            ),
+        };
+        let tls = ca_pem.is_some();
         let settings = Settings {
-            seeds: self.nodes,
+            seeds: self.nodes.iter().map(|node| base_url(node, tls)).collect(),
             secret: self.secret,
+            ca_pem,
             timeout: self.timeout,
             attempt_timeout: self.attempt_timeout.unwrap_or(Duration::from_secs(2)).min(self.timeout),
             discover: self.discover,
@@ -164,6 +214,13 @@ impl ClientBuilder {
         };
         Ok(Client { shared: Arc::new(shared) })
     }
+}
+
+/// Where the CA certificates come from.
+#[derive(Debug, Clone)]
+enum Ca {
+    Pem(Vec<u8>),
+    File(std::path::PathBuf),
 }
 
 /// Fetches ranges over HTTP: the `RangeSource` of every handle of a client.
@@ -251,5 +308,15 @@ impl Client {
     /// The first node's base URL (for messages).
     pub fn base(&self) -> String {
         self.nodes().first().cloned().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_builder_never_shows_the_token() {
+        let builder = super::Client::builder().nodes(["127.0.0.1:1"]).token("hunter2");
+        let shown = format!("{builder:?}");
+        assert!(!shown.contains("hunter2") && shown.contains("<redacted>"), "{shown}");
     }
 }

@@ -35,16 +35,30 @@ pub(crate) enum Repeat {
     Never,
 }
 
-/// The settings of the transport, from the builder.
-#[derive(Debug, Clone)]
+/// The settings of the transport, from the builder. Its `Debug` never shows the secret.
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub seeds: Vec<String>,
     pub secret: Option<String>,
+    /// PEM certificates of the CA(s) that sign the nodes' certificates: with them, only these are
+    /// trusted (not the built-in roots) and a bare `host:port` means `https://`.
+    pub ca_pem: Option<Vec<u8>>,
     pub timeout: Duration,
     pub attempt_timeout: Duration,
     pub discover: bool,
     pub retry_until_timeout: bool,
     pub refresh_every: Duration,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Settings")
+            .field("seeds", &self.seeds)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("ca_pem", &self.ca_pem.is_some())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -57,11 +71,14 @@ pub(crate) struct Transport {
     requests: AtomicU64,
 }
 
-/// `http://host:port` without a trailing slash (a bare `host:port` gets `http://`).
-pub(crate) fn base_url(node: &str) -> String {
+/// `http://host:port` without a trailing slash (a bare `host:port` gets `http://`, or `https://`
+/// when `tls`).
+pub(crate) fn base_url(node: &str, tls: bool) -> String {
     let node = node.trim().trim_end_matches('/');
     if node.contains("://") {
         node.to_string()
+    } else if tls {
+        format!("https://{node}")
     } else {
         format!("http://{node}")
     }
@@ -90,11 +107,21 @@ impl Transport {
         if settings.seeds.is_empty() {
             return Err(ClientError::Config("no node given".into()));
         }
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             .connect_timeout(settings.attempt_timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ClientError::Config(chain(&e)))?;
+            .pool_idle_timeout(Duration::from_secs(30));
+        if let Some(pem) = &settings.ca_pem {
+            let certificates = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ClientError::Config(format!("the CA is not PEM certificates: {}", chain(&e))))?;
+            if certificates.is_empty() {
+                return Err(ClientError::Config("the CA file holds no certificate".into()));
+            }
+            http = http.tls_built_in_root_certs(false);
+            for certificate in certificates {
+                http = http.add_root_certificate(certificate);
+            }
+        }
+        let http = http.build().map_err(|e| ClientError::Config(chain(&e)))?;
         let nodes = RwLock::new(Arc::new(settings.seeds.clone()));
         Ok(Transport {
             http,
@@ -258,7 +285,7 @@ impl Transport {
             let Ok(members) = serde_json::from_slice::<Members>(&bytes) else { continue };
             let mut list = self.settings.seeds.clone();
             for addr in members.nodes.values() {
-                let url = base_url(addr);
+                let url = base_url(addr, self.settings.ca_pem.is_some());
                 if !list.contains(&url) {
                     list.push(url);
                 }

@@ -1,56 +1,166 @@
-//! The cluster secret: `/raft/*`, every write and `GET /v1/backup` (a copy of every tag) need
-//! `Authorization: Bearer <secret>` when the node has one. Other reads and ID requests stay open.
+//! Who may call which route (SPEC.md §4c): the role a route needs ([`need`]), the bearer token
+//! checked against the node's [`Credentials`], and on `/raft/*` with `--peer-ca` the peer's client
+//! certificate, which must name the member the request's identity headers claim.
+//!
+//! Refusals are 401 `UNAUTHORIZED` (no or unknown credential, no certificate) or 403 `FORBIDDEN`
+//! (another role, another tag, a certificate of another member), in the API's error shape; on
+//! Leaf's paths the same statuses with Leaf's body `Result{id=-4, status=EXCEPTION}`. Each is
+//! counted in `leafraft_auth_refusals{route, reason}`; refusals on `/raft/*` are also logged (never
+//! with the token).
 
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::MatchedPath;
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::header::AUTHORIZATION;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::Method;
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
+use raft::network::PeerIdentity;
 
 use crate::api::AppState;
+use crate::credentials::Refusal;
+use crate::credentials::Role;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use crate::tls::PeerInfo;
 
-pub async fn require_secret(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(secret) = state.secret.as_deref() else {
+/// The Leaf code of a refused credential on Leaf's paths (Leaf has none; −1 to −3 and −5 are taken).
+pub const LEAF_REFUSED: i32 = -4;
+
+/// What a route needs: a role, the tag (or namespace) of an ID request, and whether the answer is
+/// Leaf's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Need<'a> {
+    pub role: Role,
+    pub tag: Option<&'a str>,
+    pub leaf: bool,
+}
+
+/// The role `method` on the route template `route` needs (`path` is the request's, for the tag);
+/// `None`: open to everyone (reads of state, health, metrics, decoding).
+pub fn need<'a>(method: &Method, route: &str, path: &'a str) -> Option<Need<'a>> {
+    let segment = |n: usize| path.split('/').nth(n);
+    let need = |role, tag, leaf| Some(Need { role, tag, leaf });
+    if route.starts_with("/raft/") {
+        return need(Role::Peer, None, false);
+    }
+    if !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return need(Role::Admin, None, false);
+    }
+    match route {
+        "/v1/backup" => need(Role::Admin, None, false),
+        "/api/segment/get/{tag}" | "/api/timeseq/get/{ns}" => need(Role::Client, segment(4), true),
+        "/api/snowflake/get/{key}" => need(Role::Client, None, true),
+        "/v1/segment/{tag}" | "/v1/segment/{tag}/ranges" | "/v1/timeseq/{ns}" => need(Role::Client, segment(3), false),
+        "/v1/snowflake" => need(Role::Client, None, false),
+        _ => None,
+    }
+}
+
+/// The middleware: lets a request through or answers the refusal.
+pub async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
         return next.run(request).await;
     };
-    let needs_secret = request.uri().path().starts_with("/raft/")
-        || request.uri().path() == "/v1/backup"
-        || !matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    if !needs_secret {
+    let Some(need) = need(request.method(), route.as_str(), request.uri().path()) else {
         return next.run(request).await;
-    }
-    let given = request
+    };
+    let bearer = request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    match given {
-        Some(given) if constant_time_eq(given.as_bytes(), secret.as_bytes()) => next.run(request).await,
-        Some(_) => Error::new(ErrorCode::Unauthorized, "wrong secret").into_response(),
-        None => {
-            Error::new(ErrorCode::Unauthorized, "this request needs Authorization: Bearer <secret>").into_response()
-        }
+    let mut verdict = state.credentials.load().authorize(need.role, need.tag, bearer);
+    if verdict.is_ok() && need.role == Role::Peer && state.mutual_tls {
+        verdict = check_peer_certificate(&request);
+    }
+    let Err(refusal) = verdict else {
+        return next.run(request).await;
+    };
+    state.metrics.count_refusal(route.as_str(), refusal.reason());
+    if need.role == Role::Peer {
+        let remote = request.extensions().get::<ConnectInfo<PeerInfo>>().map(|info| info.0.remote);
+        let claimed = PeerIdentity::from_headers(request.headers()).ok().flatten().map(|peer| peer.node_id);
+        tracing::warn!(
+            path = request.uri().path(),
+            remote = ?remote,
+            claimed_node = ?claimed,
+            reason = refusal.reason(),
+            "refused a request between nodes"
+        );
+    }
+    refused(refusal, need.leaf)
+}
+
+/// With `--peer-ca`: the connection's client certificate (already verified against the CA by the
+/// handshake) must name the node the identity headers say sent the request.
+fn check_peer_certificate(request: &Request) -> Result<(), Refusal> {
+    let certificate = request
+        .extensions()
+        .get::<ConnectInfo<PeerInfo>>()
+        .and_then(|info| info.0.certificate.clone())
+        .ok_or(Refusal::NoCertificate)?;
+    let claimed = match PeerIdentity::from_headers(request.headers()) {
+        Ok(Some(peer)) => peer.node_id,
+        _ => return Err(Refusal::CertificateMismatch),
+    };
+    if crate::tls::names_node(&certificate, claimed) {
+        Ok(())
+    } else {
+        Err(Refusal::CertificateMismatch)
     }
 }
 
-/// Compares without an early exit, so the time taken does not reveal how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// The answer to a refused request.
+pub fn refused(refusal: Refusal, leaf: bool) -> Response {
+    let (status, code) = if refusal.is_unauthorized() {
+        (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
+    } else {
+        (StatusCode::FORBIDDEN, ErrorCode::Forbidden)
+    };
+    if leaf {
+        let body = format!("Result{{id={LEAF_REFUSED}, status=EXCEPTION}}");
+        return (status, [(CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response();
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    Error::new(code, refusal.message()).into_response()
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn constant_time_eq() {
-        assert!(super::constant_time_eq(b"abc", b"abc"));
-        assert!(!super::constant_time_eq(b"abc", b"abd"));
-        assert!(!super::constant_time_eq(b"abc", b"ab"));
+    fn routes_need_their_role() {
+        let get = Method::GET;
+        let some = |role, tag, leaf| Some(Need { role, tag, leaf });
+        assert_eq!(need(&Method::POST, "/raft/append", "/raft/append"), some(Role::Peer, None, false));
+        assert_eq!(need(&Method::POST, "/v1/tags", "/v1/tags"), some(Role::Admin, None, false));
+        assert_eq!(need(&Method::PATCH, "/v1/tags/{tag}", "/v1/tags/a"), some(Role::Admin, None, false));
+        assert_eq!(need(&get, "/v1/backup", "/v1/backup"), some(Role::Admin, None, false));
+        assert_eq!(need(&get, "/api/segment/get/{tag}", "/api/segment/get/a"), some(Role::Client, Some("a"), true));
+        assert_eq!(need(&get, "/api/timeseq/get/{ns}", "/api/timeseq/get/n"), some(Role::Client, Some("n"), true));
+        assert_eq!(need(&get, "/api/snowflake/get/{key}", "/api/snowflake/get/k"), some(Role::Client, None, true));
+        assert_eq!(
+            need(&get, "/v1/segment/{tag}/ranges", "/v1/segment/b/ranges"),
+            some(Role::Client, Some("b"), false)
+        );
+        assert_eq!(need(&get, "/v1/timeseq/{ns}", "/v1/timeseq/n"), some(Role::Client, Some("n"), false));
+        assert_eq!(need(&get, "/v1/snowflake", "/v1/snowflake"), some(Role::Client, None, false));
+        for open in ["/v1/tags", "/v1/cluster", "/metrics", "/healthz", "/v1/snowflake/decode/{id}", "/v1/clock"] {
+            assert_eq!(need(&get, open, open), None, "{open}");
+        }
+    }
+
+    #[test]
+    fn refusals_are_401_or_403_and_leaf_paths_answer_leafs_body() {
+        assert_eq!(refused(Refusal::Missing, false).status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused(Refusal::Unknown, true).status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused(Refusal::Tag, true).status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused(Refusal::Role, false).status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused(Refusal::CertificateMismatch, false).status(), StatusCode::FORBIDDEN);
     }
 }

@@ -56,8 +56,11 @@ pub struct AppState {
     pub snowflakes: Arc<Snowflakes>,
     pub timeseq: Arc<Timeseq>,
     pub metrics: Arc<Metrics>,
-    /// The cluster secret `/raft/*` and writes need, when there is one.
-    pub secret: Option<Arc<str>>,
+    /// The peer secret, admin token and client tokens this node accepts (`auth`).
+    /// (Swapped by `reload` when the token files change.)
+    pub credentials: Arc<arc_swap::ArcSwap<crate::credentials::Credentials>>,
+    /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
+    pub mutual_tls: bool,
 }
 
 pub fn router(state: AppState) -> Router {
@@ -92,9 +95,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/timeseq/get/{ns}", get(timeseq::leaf_get))
         .with_state(state.clone())
         .merge(peer_routes(state.clone()))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), count_requests))
+        // Inside the count, so refused requests are counted with their 401 or 403.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::authorize))
+        .route_layer(axum::middleware::from_fn_with_state(state, count_requests))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(state, auth::require_secret))
 }
 
 /// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.

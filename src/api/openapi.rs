@@ -139,13 +139,16 @@ Every node answers every route; writes are forwarded to the leader. IDs are deci
 | `NODE_NOT_FOUND`, `NOT_FOUND` | 404 | unknown member; unknown route or worker |
 | `LEARNER_NOT_CAUGHT_UP` | 409 | promotion of a learner that does not yet replicate the leader's log |
 | `CLUSTER_MISMATCH` | 409 | a join, vote or append between members of different clusters or identities |
-| `UNAUTHORIZED` | 401 | missing or wrong secret |
+| `UNAUTHORIZED` | 401 | missing or unknown credential |
+| `FORBIDDEN` | 403 | a valid credential without this role or tag |
 
 Leaf's paths (`/api/segment/get/{tag}`, `/api/snowflake/get/{key}`) answer errors exactly as Leaf: HTTP 500 \
 with the `text/plain` body `Result{id=-N, status=EXCEPTION}`.
 
-**Secret.** When the nodes run with `--secret`, every write (POST, PATCH, DELETE) and `GET /v1/backup` need \
-`Authorization: Bearer <secret>`; other reads and ID requests stay open.
+**Credentials.** With `--admin-token` (or `--secret`), every write (POST, PATCH, DELETE) and `GET /v1/backup` \
+need `Authorization: Bearer <admin token>`; with `--client-token`s, the ID endpoints need a client token (scoped \
+to its tags) or the admin token, else 401 `UNAUTHORIZED` (Leaf's paths: HTTP 401/403 with \
+`Result{id=-4, status=EXCEPTION}`); other reads stay open.
 
 **Not described here:** `/raft/*`, the Raft RPCs and forwarded writes between nodes (bincode bodies, \
 never for clients).";

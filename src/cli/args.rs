@@ -10,7 +10,12 @@ use clap::Parser;
 use clap::Subcommand;
 
 use crate::config::Settings;
+
+mod security;
+
 use crate::recover::margin;
+pub use security::secret_flags_given;
+pub use security::SecurityArgs;
 
 #[derive(Debug, Parser)]
 #[command(name = "leafraft", version, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
@@ -197,10 +202,9 @@ pub struct ServeArgs {
     /// Stay a learner after joining (serves IDs, does not vote).
     #[arg(long, env = "LEAFRAFT_LEARNER", action = ArgAction::SetTrue)]
     pub learner: bool,
-    /// Cluster secret: needed by peers (`/raft/*`) and for every write.
-    #[arg(long, env = "LEAFRAFT_SECRET", hide_env_values = true)]
-    pub secret: Option<String>,
-    /// Allow listening on a non-loopback address without a secret.
+    #[command(flatten)]
+    pub security: SecurityArgs,
+    /// Allow listening on a non-loopback address without TLS and credentials.
     #[arg(long, env = "LEAFRAFT_INSECURE", action = ArgAction::SetTrue)]
     pub insecure: bool,
     /// fdatasync after every flush [default: true]; false is unsafe on power loss.
@@ -263,6 +267,7 @@ pub struct ServeArgs {
 impl ServeArgs {
     /// The flag-and-environment layer of the configuration.
     pub fn layer(&self) -> Settings {
+        let security = &self.security;
         Settings {
             node_id: self.node_id,
             listen: self.listen.clone(),
@@ -271,7 +276,19 @@ impl ServeArgs {
             initial_cluster: self.initial_cluster.clone(),
             join: self.join.clone(),
             learner: self.learner.then_some(true),
-            secret: self.secret.clone(),
+            secret: security.secret.clone().map(Into::into),
+            secret_file: security.secret_file.clone(),
+            peer_secret: security.peer_secret.clone().map(Into::into),
+            peer_secret_file: security.peer_secret_file.clone(),
+            admin_token: security.admin_token.clone().map(Into::into),
+            admin_token_file: security.admin_token_file.clone(),
+            client_token: (!security.client_token.is_empty())
+                .then(|| security.client_token.iter().map(|token| token.as_str().into()).collect()),
+            client_token_file: security.client_token_file.clone(),
+            tls_cert: security.tls_cert.clone(),
+            tls_key: security.tls_key.clone(),
+            peer_ca: security.peer_ca.clone(),
+            ca: security.ca.clone(),
             insecure: self.insecure.then_some(true),
             fsync: self.fsync,
             heartbeat_ms: self.heartbeat_ms,
@@ -295,7 +312,8 @@ impl ServeArgs {
     }
 }
 
-#[derive(Debug, Args, Clone)]
+/// `Debug` never shows the secret or the token.
+#[derive(Args, Clone)]
 pub struct ClientArgs {
     /// The node to talk to.
     #[arg(long, env = "LEAFRAFT_SERVER", default_value = "http://127.0.0.1:8080", global = true)]
@@ -303,6 +321,12 @@ pub struct ClientArgs {
     /// Cluster secret, sent with writes.
     #[arg(long, env = "LEAFRAFT_SECRET", hide_env_values = true, global = true)]
     pub secret: Option<String>,
+    /// An admin or client token, sent as `Authorization: Bearer` (instead of --secret).
+    #[arg(long, env = "LEAFRAFT_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// CA certificates (PEM) to verify the node's TLS certificate with (give an https:// --server).
+    #[arg(long, env = "LEAFRAFT_CA", global = true)]
+    pub ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

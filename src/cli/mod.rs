@@ -57,7 +57,15 @@ fn resolve(args: &ServeArgs) -> Result<Config, String> {
         Some(path) => Settings::load(path).map_err(|e| e.to_string())?,
         None => Settings::default(),
     };
-    Config::resolve(args.layer().over(file)).map_err(|e| e.to_string())
+    let mut config = Config::resolve(args.layer().over(file)).map_err(|e| e.to_string())?;
+    for flag in secret_flags_given(std::env::args_os()) {
+        config.warnings.push(format!(
+            "{flag} was given on the command line, where other users of this host can read it (ps): \
+             prefer LEAFRAFT_{} or {flag}-file",
+            flag.trim_start_matches("--").replace('-', "_").to_uppercase()
+        ));
+    }
+    Ok(config)
 }
 
 /// Runs a prepared command to its exit code.

@@ -143,11 +143,19 @@ pub struct HttpPeers {
     http: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
+    /// `http` or `https`, the same for every member.
+    scheme: &'static str,
 }
 
 impl HttpPeers {
     pub fn new(http: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> HttpPeers {
-        HttpPeers { http, secret, identity }
+        HttpPeers { http, secret, identity, scheme: "http" }
+    }
+
+    /// Reach the peers over `https://` (`http` must carry the TLS configuration).
+    pub fn with_tls(mut self, tls: bool) -> HttpPeers {
+        self.scheme = if tls { "https" } else { "http" };
+        self
     }
 }
 
@@ -160,7 +168,7 @@ impl Peers for HttpPeers {
         timeout: Duration,
     ) -> BoxFuture<'a, ForwardResult> {
         Box::pin(async move {
-            let url = format!("http://{}{FORWARD_PATH}", node.addr);
+            let url = format!("{}://{}{FORWARD_PATH}", self.scheme, node.addr);
             let sender = Sender { identity: &self.identity, target: Some((to, node.incarnation)) };
             raft::network::post_bincode_as(&self.http, &url, self.secret.as_deref(), sender, op, timeout).await
         })
@@ -173,7 +181,7 @@ impl Peers for HttpPeers {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Hello, HelloError>> {
         Box::pin(async move {
-            let url = format!("http://{addr}{HELLO_PATH}");
+            let url = format!("{}://{addr}{HELLO_PATH}", self.scheme);
             let sender = Sender { identity: &self.identity, target: expected };
             match raft::network::post_bincode_as(&self.http, &url, self.secret.as_deref(), sender, &(), timeout).await {
                 Ok(hello) => Ok(hello),
@@ -189,7 +197,7 @@ impl Peers for HttpPeers {
             now_ms: u64,
         }
         Box::pin(async move {
-            let url = format!("http://{}/v1/clock", node.addr);
+            let url = format!("{}://{}/v1/clock", self.scheme, node.addr);
             let response = self.http.get(url).timeout(timeout).send().await.ok()?;
             let clock: Clock = response.json().await.ok()?;
             Some(clock.now_ms)

@@ -48,9 +48,17 @@ fn non_loopback_needs_secret_or_insecure() {
         l.advertise = Some("10.0.0.1:8080".into());
     };
     assert!(Config::resolve(layers(public)).unwrap_err().contains("--secret"));
+    let err = Config::resolve(layers(|l| {
+        public(l);
+        l.secret = Some("s".into());
+    }))
+    .unwrap_err();
+    assert!(err.contains("--tls-cert"), "a secret alone is sent in clear: {err}");
     assert!(Config::resolve(layers(|l| {
         public(l);
         l.secret = Some("s".into());
+        l.tls_cert = Some("cert.pem".into());
+        l.tls_key = Some("key.pem".into());
     }))
     .is_ok());
     assert!(Config::resolve(layers(|l| {
@@ -90,4 +98,67 @@ fn snowflake_layout_is_validated() {
 fn file_rejects_unknown_keys() {
     assert!(toml::from_str::<Settings>("node_id = 2\nbogus = 1").is_err());
     assert_eq!(toml::from_str::<Settings>("node_id = 2").unwrap().node_id, Some(2));
+}
+
+#[test]
+fn secret_is_the_shorthand_for_peer_and_admin_and_role_flags_win() {
+    let config = Config::resolve(layers(|l| l.secret = Some("s".into()))).unwrap();
+    assert_eq!(config.credentials.peer.as_ref().map(|s| s.expose()), Some("s"));
+    assert_eq!(config.credentials.admin.as_ref().map(|s| s.expose()), Some("s"));
+    let config = Config::resolve(layers(|l| {
+        l.secret = Some("s".into());
+        l.admin_token = Some("a".into());
+        l.client_token = Some(vec!["team:t:x,y".into(), "other:u".into()]);
+    }))
+    .unwrap();
+    assert_eq!(config.credentials.peer.as_ref().map(|s| s.expose()), Some("s"));
+    assert_eq!(config.credentials.admin.as_ref().map(|s| s.expose()), Some("a"));
+    assert_eq!(config.credentials.clients.len(), 2);
+    assert!(Config::resolve(layers(|l| l.client_token = Some(vec!["a:x".into(), "a:y".into()]))).is_err());
+}
+
+#[test]
+fn secrets_come_from_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let peer = dir.path().join("peer");
+    std::fs::write(&peer, "from-file\n").unwrap();
+    let clients = dir.path().join("clients");
+    std::fs::write(&clients, "# teams\nteam:t:x\n\nother:u\n").unwrap();
+    let config = Config::resolve(layers(|l| {
+        l.peer_secret_file = Some(peer.clone());
+        l.client_token_file = Some(clients.clone());
+    }))
+    .unwrap();
+    assert_eq!(config.credentials.peer.as_ref().map(|s| s.expose()), Some("from-file"));
+    assert_eq!(config.credentials.clients.len(), 2);
+    assert!(Config::resolve(layers(|l| {
+        l.peer_secret = Some("x".into());
+        l.peer_secret_file = Some(peer.clone());
+    }))
+    .is_err());
+    assert!(Config::resolve(layers(|l| l.admin_token_file = Some(dir.path().join("missing")))).is_err());
+}
+
+#[test]
+fn tls_files_go_together() {
+    assert!(Config::resolve(layers(|l| l.tls_cert = Some("c".into()))).is_err());
+    assert!(Config::resolve(layers(|l| l.peer_ca = Some("c".into()))).is_err());
+    let config = Config::resolve(layers(|l| {
+        l.tls_cert = Some("c".into());
+        l.tls_key = Some("k".into());
+    }))
+    .unwrap();
+    assert!(config.tls.is_some());
+}
+
+#[test]
+fn settings_never_show_a_secret() {
+    let settings = layers(|l| {
+        l.secret = Some("hunter2".into());
+        l.client_token = Some(vec!["team:hunter3".into()]);
+    });
+    let shown = format!("{settings:?}");
+    assert!(!shown.contains("hunter2") && !shown.contains("hunter3"), "{shown}");
+    let file: Settings = toml::from_str("admin_token = \"hunter4\"\nclient_token = [\"a:b\"]").unwrap();
+    assert_eq!(file.admin_token, Some("hunter4".into()));
 }

@@ -84,7 +84,16 @@ where
 /// A client of exactly the node at `url` (no discovery, no failover, one attempt per call), as
 /// tests that look at one node's answers need.
 pub fn client_of(url: &str, secret: Option<String>) -> Client {
-    Client::builder()
+    client_with_ca(url, secret, None)
+}
+
+/// [`client_of`] verifying the node's certificate with the PEM CAs `ca`.
+pub fn client_with_ca(url: &str, secret: Option<String>, ca: Option<&[u8]>) -> Client {
+    let mut builder = Client::builder();
+    if let Some(ca) = ca {
+        builder = builder.ca_pem(ca.to_vec());
+    }
+    builder
         .nodes([url])
         .secret_opt(secret)
         .discover(false)
@@ -122,6 +131,19 @@ pub struct ProcessCluster {
     http: reqwest::Client,
     /// Extra environment variables per node (e.g. `LD_PRELOAD` for libfaketime), for every start.
     env: BTreeMap<u64, Vec<(String, String)>>,
+    /// TLS on every node (`with_tls`).
+    tls: Option<TlsFiles>,
+}
+
+/// Where the nodes' TLS files are: `node<ID>.pem`/`node<ID>.key` and the CA bundle `ca.pem` in
+/// `dir`; clients trust `ca.pem` as it was when the cluster was set up (or as `set_client_ca`
+/// says).
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub dir: PathBuf,
+    /// `--peer-ca ca.pem` (mutual TLS) rather than `--ca ca.pem`.
+    pub mutual: bool,
+    pub client_ca: Vec<u8>,
 }
 
 impl ProcessCluster {
@@ -129,7 +151,31 @@ impl ProcessCluster {
     pub fn new() -> ProcessCluster {
         let dir = tempfile::Builder::new().prefix("leafraft-e2e-").tempdir().expect("temporary directory");
         let http = reqwest::Client::builder().timeout(Duration::from_secs(15)).build().expect("HTTP client");
-        ProcessCluster { dir, nodes: BTreeMap::new(), secret: None, timing: Timing::Fast, http, env: BTreeMap::new() }
+        ProcessCluster {
+            dir,
+            nodes: BTreeMap::new(),
+            secret: None,
+            timing: Timing::Fast,
+            http,
+            env: BTreeMap::new(),
+            tls: None,
+        }
+    }
+
+    /// Every node serves TLS with `dir/node<ID>.pem` and `.key` (the test writes them) and trusts
+    /// `dir/ca.pem` (`--peer-ca` when `mutual`, else `--ca`); the cluster's clients trust
+    /// `client_ca`.
+    pub fn with_tls(mut self, mutual: bool, client_ca: &[u8]) -> ProcessCluster {
+        let dir = self.dir.path().join("tls");
+        std::fs::create_dir_all(&dir).expect("create the TLS directory");
+        self.tls = Some(TlsFiles { dir, mutual, client_ca: client_ca.to_vec() });
+        self.http = tls_http(client_ca);
+        self
+    }
+
+    /// The TLS files' directory (`with_tls`).
+    pub fn tls_dir(&self) -> PathBuf {
+        self.tls.as_ref().map(|tls| tls.dir.clone()).expect("the cluster has TLS")
     }
 
     /// Every node is started with `--secret`, and clients send it.
@@ -222,9 +268,10 @@ impl ProcessCluster {
         format!("127.0.0.1:{}", self.port(id))
     }
 
-    /// `http://127.0.0.1:PORT` of `id`.
+    /// `http://127.0.0.1:PORT` of `id` (`https://` with TLS).
     pub fn url(&mut self, id: u64) -> String {
-        format!("http://{}", self.addr(id))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr(id))
     }
 
     pub fn data_dir(&mut self, id: u64) -> PathBuf {
@@ -267,6 +314,11 @@ impl ProcessCluster {
         }
         if let Some(secret) = &secret {
             command.arg("--secret").arg(secret);
+        }
+        if let Some(tls) = &self.tls {
+            command.arg("--tls-cert").arg(tls.dir.join(format!("node{id}.pem")));
+            command.arg("--tls-key").arg(tls.dir.join(format!("node{id}.key")));
+            command.arg(if tls.mutual { "--peer-ca" } else { "--ca" }).arg(tls.dir.join("ca.pem"));
         }
         command.args(args);
         let log = log_dir.join(format!("node{id}.{}.log", node.logs.len() + 1));
@@ -384,10 +436,11 @@ impl ProcessCluster {
         self.nodes[&id].logs.last().map(|path| std::fs::read_to_string(path).unwrap_or_default()).unwrap_or_default()
     }
 
-    /// A typed client of `id` (with the cluster's secret).
+    /// A typed client of `id` (with the cluster's secret, and its CA with TLS).
     pub fn client(&mut self, id: u64) -> Client {
         let url = self.url(id);
-        client_of(&url, self.secret.clone())
+        let ca = self.tls.as_ref().map(|tls| tls.client_ca.clone());
+        client_with_ca(&url, self.secret.clone(), ca.as_deref())
     }
 
     /// `/v1/cluster` of `id`.
@@ -421,8 +474,17 @@ impl ProcessCluster {
 
     /// One GET to `id`, answered as status and the body as text (for Leaf's `text/plain` paths).
     pub async fn get_text(&mut self, id: u64, path: &str) -> (StatusCode, String) {
+        self.get_text_as(id, path, None).await
+    }
+
+    /// [`get_text`](Self::get_text) with `Authorization: Bearer <bearer>`.
+    pub async fn get_text_as(&mut self, id: u64, path: &str, bearer: Option<&str>) -> (StatusCode, String) {
         let url = format!("{}{path}", self.url(id));
-        let response = self.http.get(&url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let mut request = self.http.get(&url);
+        if let Some(bearer) = bearer {
+            request = request.bearer_auth(bearer);
+        }
+        let response = request.send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
         let status = response.status();
         let text = response.text().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
         (status, text)
@@ -517,6 +579,15 @@ async fn agreed_leader(clients: &[(u64, Client)]) -> Result<u64, String> {
         [(Some(leader), _)] if seen.get(leader).is_some_and(|s| s.role == "leader") => Ok(*leader),
         _ => Err(format!("(node, leader, term, role): {}", summary())),
     }
+}
+
+/// An HTTP client of the tests that trusts the PEM CAs `ca` (only them).
+pub fn tls_http(ca: &[u8]) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(15)).tls_built_in_root_certs(false);
+    for certificate in reqwest::Certificate::from_pem_bundle(ca).expect("PEM CA certificates") {
+        builder = builder.add_root_certificate(certificate);
+    }
+    builder.build().expect("HTTP client")
 }
 
 /// Makes the kernel SIGKILL the child when the thread that started it ends, so not even an aborted

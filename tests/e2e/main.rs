@@ -1,6 +1,7 @@
 //! End-to-end tests: real `leafraft serve` processes on loopback ports, driven over HTTP and
 //! through the CLI. One test binary; every test owns its own `harness::ProcessCluster`.
 
+mod certs;
 mod harness;
 mod ids;
 mod learner;
@@ -8,6 +9,7 @@ mod snowflake_ids;
 mod stand_in;
 
 mod client_library;
+mod credentials;
 mod fail_stop;
 mod failover;
 mod formation;
@@ -36,6 +38,7 @@ mod snowflake_workers;
 mod tag_pages;
 mod tags;
 mod timeseq;
+mod tls;
 
 mod config;
 mod import;

@@ -108,7 +108,7 @@ async fn start_node(dir: &TempDir) -> RunningNode {
         listen: Some(addr),
         fsync: Some(false),
         write_timeout_ms: Some(1000),
-        secret: Some(SECRET.to_string()),
+        secret: Some(SECRET.into()),
         ..Settings::default()
     };
     let config = Config::resolve(file).expect("a valid configuration");

@@ -137,6 +137,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;
     let status = response.status();
     if let Some(sender) = &sender {
+        check_responder_certificate(url, sender, &response)?;
         check_responder(url, sender, response.headers())?;
     }
     if status != StatusCode::OK {
@@ -161,6 +162,26 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         return Err(PostError::Decode(format!("POST {url}: the answer is over {} bytes", codec::MAX_RPC_BYTES)));
     }
     codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))
+}
+
+/// With mutual TLS between members, refuses an answer over TLS whose certificate does not name the
+/// node the request meant to reach (a certificate of the right CA at another member's address).
+fn check_responder_certificate(url: &str, sender: &Sender<'_>, response: &reqwest::Response) -> Result<(), PostError> {
+    let (Some((node_id, _)), Some(names)) = (sender.target, sender.identity.certificate_names()) else {
+        return Ok(());
+    };
+    let Some(info) = response.extensions().get::<reqwest::tls::TlsInfo>() else {
+        return Ok(());
+    };
+    if info.peer_certificate().is_some_and(|der| names(der, node_id)) {
+        return Ok(());
+    }
+    tracing::warn!(
+        url,
+        node_id,
+        "refused an answer: the peer's certificate does not name the node the request was for"
+    );
+    Err(PostError::Refused(format!("POST {url}: the peer's certificate does not name node {node_id}")))
 }
 
 /// Refuses an answer from a peer that is not who the sender meant to reach.
@@ -233,17 +254,26 @@ pub struct NetworkFactory {
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
     lease: Arc<LeaderLease>,
+    /// `http` or `https`: every member of a cluster speaks the same (the members' addresses are
+    /// `host:port`).
+    scheme: &'static str,
 }
 
 impl NetworkFactory {
     /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity, lease: Arc::new(LeaderLease::new(Duration::ZERO)) }
+        Self { client, secret, identity, lease: Arc::new(LeaderLease::new(Duration::ZERO)), scheme: "http" }
     }
 
     /// Records every accepted append in `lease`.
     pub fn with_lease(self, lease: Arc<LeaderLease>) -> Self {
         Self { lease, ..self }
+    }
+
+    /// Reach the peers over `https://` (the client must carry the TLS configuration).
+    pub fn with_tls(mut self, tls: bool) -> Self {
+        self.scheme = if tls { "https" } else { "http" };
+        self
     }
 }
 
@@ -260,7 +290,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     /// Connects lazily: the first RPC opens (or reuses) a pooled connection, so a peer that is
     /// down when openraft asks for a client costs nothing until it is used.
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
-        let base = format!("http://{}", node.addr);
+        let base = format!("{}://{}", self.scheme, node.addr);
         Connection {
             client: self.client.clone(),
             secret: self.secret.clone(),

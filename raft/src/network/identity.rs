@@ -210,7 +210,13 @@ pub struct IdentityCheck {
     /// Where the membership stands, and the incarnation it records for each member.
     members: RwLock<(MembershipMark, BTreeMap<NodeId, u64>)>,
     refusals: [AtomicU64; KINDS.len()],
+    /// With mutual TLS: whether a peer's certificate (DER) names a node, so that an answer comes
+    /// from the member the request meant to reach (set once at start).
+    certificate_names: std::sync::OnceLock<CertificateNames>,
 }
+
+/// Whether a certificate (DER) names a node.
+pub type CertificateNames = fn(&[u8], NodeId) -> bool;
 
 const KINDS: [&str; 3] = ["cluster_id", "incarnation", "node_id"];
 
@@ -222,7 +228,19 @@ impl IdentityCheck {
             cluster_id: AtomicU64::new(0),
             members: RwLock::new((MembershipMark::default(), BTreeMap::new())),
             refusals: Default::default(),
+            certificate_names: std::sync::OnceLock::new(),
         }
+    }
+
+    /// From now on, an answer over TLS to a request meant for a known node must come with a
+    /// certificate that `names` says names that node (mutual TLS between members).
+    pub fn require_certificate_names(&self, names: CertificateNames) {
+        let _ = self.certificate_names.set(names);
+    }
+
+    /// The check [`require_certificate_names`](Self::require_certificate_names) set, if any.
+    pub fn certificate_names(&self) -> Option<CertificateNames> {
+        self.certificate_names.get().copied()
     }
 
     /// What this node sends in its headers.

@@ -70,9 +70,12 @@ pub async fn run(command: Command) -> Outcome {
 /// no failover), and sends each write once. 90 s covers adding a learner, which answers once it
 /// has caught up (the server's `--learner-timeout-ms`, 60 s by default).
 pub fn connect(args: &ClientArgs) -> Result<Client, Failure> {
-    Client::builder()
-        .nodes([args.server.as_str()])
-        .secret_opt(args.secret.clone())
+    let mut builder =
+        Client::builder().nodes([args.server.as_str()]).secret_opt(args.token.clone().or(args.secret.clone()));
+    if let Some(ca) = &args.ca {
+        builder = builder.ca_file(ca);
+    }
+    builder
         .discover(false)
         .retry_until_timeout(false)
         .timeout(Duration::from_secs(90))

@@ -31,6 +31,8 @@ pub struct HttpOptions {
     pub rate: Option<f64>,
     /// Collect every returned ID and check that none repeats.
     pub check_unique: bool,
+    /// PEM CA certificates that `https://` targets' certificates chain to.
+    pub ca: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -62,12 +64,47 @@ struct Target {
     host: String,
     path: String,
     sequence: String,
+    /// `https://`: the TLS connector and the name to verify.
+    tls: Option<Tls>,
 }
 
-fn parse_target(url: &str) -> Result<Target, String> {
+#[derive(Clone)]
+struct Tls {
+    connector: tokio_rustls::TlsConnector,
+    name: rustls::pki_types::ServerName<'static>,
+}
+
+/// A TLS client that trusts the PEM CAs in `ca` (only them), over rustls with ring: the stack the
+/// service serves with.
+fn connector(ca: &std::path::Path) -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in rustls::pki_types::CertificateDer::pem_file_iter(ca).map_err(|e| format!("--ca: {e}"))? {
+        roots.add(certificate.map_err(|e| format!("--ca: {e}"))?).map_err(|e| format!("--ca: {e}"))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)))
+}
+
+fn parse_target(url: &str, ca: Option<&std::path::Path>) -> Result<Target, String> {
     let uri: Uri = url.parse().map_err(|e| format!("bad URL '{url}': {e}"))?;
     let authority = uri.authority().ok_or_else(|| format!("URL '{url}' has no host"))?;
-    let port = authority.port_u16().unwrap_or(80);
+    let https = uri.scheme_str() == Some("https");
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let tls = match (https, ca) {
+        (false, _) => None,
+        (true, None) => return Err(format!("{url}: https needs --ca")),
+        (true, Some(ca)) => Some(Tls {
+            connector: connector(ca)?,
+            name: rustls::pki_types::ServerName::try_from(authority.host().to_string())
+                .map_err(|e| format!("{url}: {e}"))?,
+        }),
+    };
     let path = uri.path_and_query().map_or("/".to_string(), |p| p.as_str().to_string());
     let route = uri.path();
     let sequence = if let Some(tag) = route.strip_prefix("/api/segment/get/") {
@@ -79,14 +116,15 @@ fn parse_target(url: &str) -> Result<Target, String> {
     } else {
         route.to_string()
     };
-    Ok(Target { addr: format!("{}:{port}", authority.host()), host: authority.to_string(), path, sequence })
+    Ok(Target { addr: format!("{}:{port}", authority.host()), host: authority.to_string(), path, sequence, tls })
 }
 
 pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
     if options.urls.is_empty() || options.concurrency == 0 {
         return Err("need at least one URL and a concurrency above 0".into());
     }
-    let targets: Vec<Target> = options.urls.iter().map(|url| parse_target(url)).collect::<Result<_, _>>()?;
+    let targets: Vec<Target> =
+        options.urls.iter().map(|url| parse_target(url, options.ca.as_deref())).collect::<Result<_, _>>()?;
     let interval = options.rate.map(|rate| Duration::from_secs_f64(options.concurrency as f64 / rate.max(0.001)));
     let start = Instant::now();
     let deadline = start + options.duration;
@@ -95,10 +133,11 @@ pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
         let target = &targets[i % targets.len()];
         let (addr, host, path, sequence) =
             (target.addr.clone(), target.host.clone(), target.path.clone(), target.sequence.clone());
+        let tls = target.tls.clone();
         let check = options.check_unique;
         // Stagger scheduled workers so their sends spread over the interval.
         let first = interval.map_or(start, |iv| start + iv.mul_f64(i as f64 / options.concurrency as f64));
-        workers.spawn(async move { worker(addr, host, path, sequence, check, first, interval, deadline).await });
+        workers.spawn(async move { worker(addr, tls, host, path, sequence, check, first, interval, deadline).await });
     }
     let mut report = HttpReport::default();
     let mut histogram = new_histogram();
@@ -142,6 +181,7 @@ struct WorkerReport {
 #[allow(clippy::too_many_arguments)]
 async fn worker(
     addr: String,
+    tls: Option<Tls>,
     host: String,
     path: String,
     sequence: String,
@@ -175,7 +215,7 @@ async fn worker(
             break;
         }
         if sender.is_none() {
-            sender = connect(&addr).await;
+            sender = connect(&addr, tls.as_ref()).await;
             if sender.is_none() {
                 report.transport_errors += 1;
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -219,9 +259,15 @@ async fn worker(
     report
 }
 
-async fn connect(addr: &str) -> Option<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> {
+async fn connect(addr: &str, tls: Option<&Tls>) -> Option<hyper::client::conn::http1::SendRequest<Empty<Bytes>>> {
     let stream = TcpStream::connect(addr).await.ok()?;
     let _ = stream.set_nodelay(true);
+    let Some(tls) = tls else {
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
+        tokio::spawn(connection);
+        return Some(sender);
+    };
+    let stream = tls.connector.connect(tls.name.clone(), stream).await.ok()?;
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.ok()?;
     tokio::spawn(connection);
     Some(sender)

@@ -50,6 +50,9 @@ enum BenchCommand {
         /// Skip collecting IDs for the duplicate check.
         #[arg(long)]
         no_check: bool,
+        /// PEM CA certificates for https:// URLs (keep-alive TLS connections, rustls).
+        #[arg(long)]
+        ca: Option<std::path::PathBuf>,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -87,6 +90,14 @@ enum BenchCommand {
     CounterServer {
         #[arg(long, default_value = "127.0.0.1:8099")]
         listen: String,
+        /// Serve TLS with this certificate (and --tls-key, --ca) through leafraft's own TLS
+        /// listener: the baseline of the TLS benchmark.
+        #[arg(long, requires_all = ["tls_key", "ca"])]
+        tls_cert: Option<std::path::PathBuf>,
+        #[arg(long)]
+        tls_key: Option<std::path::PathBuf>,
+        #[arg(long)]
+        ca: Option<std::path::PathBuf>,
     },
 }
 
@@ -101,13 +112,14 @@ fn main() -> ExitCode {
             BenchCommand::Claims { nodes, concurrency, duration_secs, fsync } => {
                 claims(nodes, concurrency, duration_secs, fsync).await
             }
-            BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, json } => {
+            BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, ca, json } => {
                 let options = http::HttpOptions {
                     urls,
                     concurrency,
                     duration: Duration::from_secs(duration_secs),
                     rate,
                     check_unique: !no_check,
+                    ca,
                 };
                 http_load(&options, json).await
             }
@@ -124,7 +136,13 @@ fn main() -> ExitCode {
                 };
                 failover_report(&options).await
             }
-            BenchCommand::CounterServer { listen } => report::counter_server(&listen).await.map(|()| ExitCode::SUCCESS),
+            BenchCommand::CounterServer { listen, tls_cert, tls_key, ca } => {
+                let tls = match (tls_cert, tls_key) {
+                    (Some(cert), Some(key)) => Some(leafraft::config::TlsFiles { cert, key, peer_ca: None, ca }),
+                    _ => None,
+                };
+                report::counter_server(&listen, tls).await.map(|()| ExitCode::SUCCESS)
+            }
         }
     });
     result.unwrap_or_else(fail)

@@ -32,8 +32,9 @@ impl Percentiles {
 }
 
 /// Serves `GET /{anything}` with the next value of an atomic counter: the least an HTTP ID
-/// service can do, on the same axum stack as leafraft.
-pub async fn counter_server(listen: &str) -> Result<(), String> {
+/// service can do, on the same axum stack as leafraft (and with `tls`, behind leafraft's own TLS
+/// listener and rustls configuration).
+pub async fn counter_server(listen: &str, tls: Option<leafraft::config::TlsFiles>) -> Result<(), String> {
     let counter = Arc::new(AtomicU64::new(1));
     let app = axum::Router::new().route(
         "/{*path}",
@@ -44,5 +45,14 @@ pub async fn counter_server(listen: &str) -> Result<(), String> {
     );
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    axum::serve(listener, app).await.map_err(|e| e.to_string())
+    match tls {
+        None => axum::serve(listener, app).await.map_err(|e| e.to_string()),
+        Some(files) => {
+            let tls = leafraft::tls::Tls::load(files)?;
+            let metrics = Arc::new(leafraft::metrics::Metrics::new());
+            let listener = leafraft::tls::TlsListener::new(listener, tls, metrics).map_err(|e| e.to_string())?;
+            let app = app.into_make_service_with_connect_info::<leafraft::tls::PeerInfo>();
+            axum::serve(listener, app).await.map_err(|e| e.to_string())
+        }
+    }
 }

@@ -222,6 +222,8 @@ impl Nodes {
             .arg("--data-dir")
             .arg(&node.data_dir)
             .args(["--secret", &self.secret])
+            // The nodes listen on the bridge's (non-loopback) addresses over plain HTTP.
+            .arg("--insecure")
             .args(&self.serve_args)
             .args(&node.args)
             .env("RUST_LOG", "info")
