@@ -58,6 +58,7 @@ mod client;
 pub mod decode;
 mod error;
 mod segment;
+mod timeseq;
 mod transport;
 pub mod views;
 
@@ -68,6 +69,9 @@ pub use error::ErrorCode;
 pub use leafraft_ids::IdRange;
 pub use segment::Segment;
 pub use views::ClusterStatus;
+pub use views::DecodedTimeseq;
+pub use views::Namespace;
+pub use views::NewNamespace;
 pub use views::NewTag;
 pub use views::Tag;
 pub use views::TagUpdate;

@@ -34,6 +34,7 @@ mod snowflake_load;
 mod snowflake_workers;
 mod tags;
 mod timeseq;
+mod timeseq_cli;
 
 mod config;
 mod import;
