@@ -35,6 +35,7 @@ mod snowflake_workers;
 mod tags;
 mod timeseq;
 mod timeseq_cli;
+mod timeseq_faults;
 
 mod config;
 mod import;
