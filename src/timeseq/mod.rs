@@ -121,8 +121,13 @@ impl Timeseq {
         }
     }
 
-    /// The layout of namespace `name`, from the replicated state.
+    /// The layout of namespace `name`: fixed at creation, so the copy a holder keeps answers
+    /// without the state machine's lock (once per request on the hot path); else the replicated
+    /// state.
     pub fn layout(&self, name: &str) -> Result<Layout, Error> {
+        if let Some(ns) = self.holders.load().get(name) {
+            return Ok(ns.layout);
+        }
         self.cluster
             .read(|sm| sm.timeseq.namespaces.get(name).map(engine_layout))
             .ok_or_else(|| Error::namespace_not_found(name))
