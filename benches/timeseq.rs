@@ -40,7 +40,8 @@ fn main() {
     // server's claims are at most 2^seq_bits).
     holder.install_range(SecondRange { second: SECOND, start: 0, end: 1 << 40 });
     holder.advance(SECOND);
-    let layout = Layout { epoch_s: 1_577_836_800, utc_offset_s: 0, shard_bits: 12, seq_bits: 19 };
+    // Opaque to the optimiser, as a layout read from the replicated state is.
+    let layout = black_box(Layout { epoch_s: 1_577_836_800, utc_offset_s: 0, shard_bits: 12, seq_bits: 19 });
 
     let (mut baseline, mut take, mut take_encode) = (Vec::new(), Vec::new(), Vec::new());
     // Interleave the rounds so all see the same machine load.
