@@ -11,7 +11,9 @@
 #   7. time-sequence IDs: one ID per request (Leaf-style path) vs the counter baseline (bar >= 0.8),
 #      and one namespace's IDs/s through count=1000 requests over the three nodes against the
 #      layout's 524,288 per second (bar >= 95 %). (In process: `cargo bench --bench timeseq`.)
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic] [--only-timeseq]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single | --only-timeseq]
+#   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
+#   --only-timeseq: section 7 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,10 +21,12 @@ duration=10
 concurrency=16
 switch_secs=15
 only_monotonic=0
+only_single=0
 only_timeseq=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
+    --only-single) only_single=1; shift ;;
     --only-timeseq) only_timeseq=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
@@ -195,6 +199,12 @@ fi
 
 echo "== 1. one ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
 compare segment "$(urls /api/segment/get/bench "${nodes[@]}")"
+if [ "$only_single" = 1 ]; then
+  echo "== 5. one snowflake ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
+  warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+  compare snowflake "$(urls /api/snowflake/get/bench "${nodes[@]}")"
+  exit 0
+fi
 
 half=$(python3 -c "print(round($lr_rps / 2))")
 echo "== 2. latency at half of leafraft's peak ($half req/s, open loop)"

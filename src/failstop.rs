@@ -92,6 +92,9 @@ pub async fn answer_in_flight(
         }
     };
     tokio::select! {
+        // The handler first: an answer that is ready at its first poll (an ID from a buffer)
+        // never registers with the watch channel, whose waiter list is a lock every core shares.
+        biased;
         response = next.run(request) => response,
         () = failed => Error::no_leader(
             "this node stopped because its storage failed; the request may or may not have been applied",

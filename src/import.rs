@@ -11,11 +11,13 @@
 //!    per tag: create, raise `max_id` and/or update step and description, or leave unchanged. A
 //!    row whose `max_id` is below the cluster's is a bad row too: `max_id` is never lowered, and
 //!    a file that is older than the cluster is refused as a whole rather than half-applied;
-//! 3. [`apply`] sends one create or PATCH per changed tag through [`Client`].
+//! 3. [`apply`] sends the changed tags in batches of up to 500 (`POST /v1/import/tags`), each one
+//!    Raft entry that applies all of its tags or none.
 //!
-//! If any row is bad in step 1 or 2, nothing is applied. Step 3 is not one transaction (each tag
-//! is its own Raft write), but every write is idempotent: running the import again after a
-//! failure finishes the job, and a finished import run again changes nothing.
+//! If any row is bad in step 1 or 2, nothing is applied. Step 3 is not one transaction (each
+//! batch is its own Raft write), but every batch is idempotent (`max_id` is only raised): running
+//! the import again after a failure finishes the job, and a finished import run again changes
+//! nothing. 100,000 tags take about 250 Raft writes instead of 100,000.
 //!
 //! Description: a missing fourth column, `NULL` (`mysql -B`) and `\N` (`INTO OUTFILE`) mean "no
 //! description": a new tag gets an empty one and an existing tag keeps its own. MySQL's
@@ -28,9 +30,8 @@ use std::path::Path;
 
 use leafraft_client::Client;
 use leafraft_client::ClientError;
-use leafraft_client::NewTag;
+use leafraft_client::ImportTag;
 use leafraft_client::Tag;
-use leafraft_client::TagUpdate;
 
 /// One good row of the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -292,41 +293,59 @@ pub fn summary(changes: &[Change]) -> String {
     )
 }
 
-/// Sends one create or PATCH per changed tag, in file order, and tells `on_done` about every row
-/// (unchanged rows send nothing and are `Ok`); answers how many writes failed.
+/// The most tags one import request carries, and a bound on its encoded size (the server's is
+/// 48 KiB per Raft entry): a row costs its tag, its description and about 40 bytes more.
+const BATCH_ROWS: usize = 500;
+const BATCH_BYTES: usize = 40 << 10;
+
+/// Sends the changed tags in batches (`POST /v1/import/tags`, one Raft entry each, all of a batch
+/// or none of it), in file order, and tells `on_done` about every row (unchanged rows send
+/// nothing and are `Ok`); answers how many rows failed.
 pub async fn apply(
     client: &Client,
     changes: &[Change],
     mut on_done: impl FnMut(&Change, &Result<(), ClientError>),
 ) -> usize {
     let mut failures = 0;
+    let mut batch: Vec<&Change> = Vec::new();
+    let mut bytes = 0;
     for change in changes {
-        let result = match change {
-            Change::Unchanged(_) => Ok(()),
-            Change::Create(row) => {
-                let tag = NewTag {
-                    tag: row.tag.clone(),
-                    max_id: Some(row.max_id),
-                    step: Some(row.step),
-                    description: row.description.clone(),
-                    mode: None,
-                };
-                client.create_tag(&tag).await.map(|_| ())
+        if let Change::Unchanged(_) = change {
+            on_done(change, &Ok(()));
+            continue;
+        }
+        let row = change.row();
+        let cost = row.tag.len() + row.description.as_ref().map_or(0, String::len) + 48;
+        if !batch.is_empty() && (batch.len() == BATCH_ROWS || bytes + cost > BATCH_BYTES) {
+            let result = send(client, &batch).await;
+            for change in batch.drain(..) {
+                on_done(change, &result);
+                failures += usize::from(result.is_err());
             }
-            Change::Update { row, max_id, step, description } => {
-                let update = TagUpdate {
-                    step: step.map(|(_, to)| to),
-                    description: description.as_ref().map(|(_, to)| to.clone()),
-                    max_id: max_id.map(|(_, to)| to),
-                    mode: None,
-                };
-                client.update_tag(&row.tag, &update).await.map(|_| ())
-            }
-        };
-        on_done(change, &result);
-        failures += usize::from(result.is_err());
+            bytes = 0;
+        }
+        batch.push(change);
+        bytes += cost;
+    }
+    if !batch.is_empty() {
+        let result = send(client, &batch).await;
+        for change in batch {
+            on_done(change, &result);
+            failures += usize::from(result.is_err());
+        }
     }
     failures
+}
+
+async fn send(client: &Client, batch: &[&Change]) -> Result<(), ClientError> {
+    let rows: Vec<ImportTag> = batch.iter().map(|change| import_row(change.row())).collect();
+    client.import_tags(&rows).await.map(|_| ())
+}
+
+/// What a row asks of the cluster: its tag at `max_id` at least, its step, and its description
+/// when the file gives one (the plan refused rows that would lower `max_id`).
+fn import_row(row: &Row) -> ImportTag {
+    ImportTag { tag: row.tag.clone(), max_id: row.max_id, step: row.step, description: row.description.clone() }
 }
 
 /// `leafraft tag import FILE [--dry-run]`: prints one line per row (what it does, or would do

@@ -95,7 +95,9 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         .build()
         .map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
     let secret: Option<Arc<str>> = config.secret.as_deref().map(Arc::from);
-    let network = raft::network::NetworkFactory::new(http.clone(), secret.clone(), identity.clone());
+    let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
+    let network =
+        raft::network::NetworkFactory::new(http.clone(), secret.clone(), identity.clone()).with_lease(lease.clone());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
@@ -104,7 +106,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
     let timeouts = Timeouts { write: config.write_timeout, learner: config.learner_timeout };
     let peers = Arc::new(HttpPeers::new(http, secret.clone(), identity.clone()));
-    let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity));
+    let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity).with_lease(lease));
     let metrics = Arc::new(Metrics::new());
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));

@@ -12,6 +12,8 @@ use serde_json::json;
 use crate::transport::Repeat;
 use crate::views::ClusterStatus;
 use crate::views::DecodedSnowflake;
+use crate::views::ImportTag;
+use crate::views::Imported;
 use crate::views::NewTag;
 use crate::views::Tag;
 use crate::views::TagUpdate;
@@ -49,6 +51,12 @@ impl Client {
         self.write(Method::PATCH, &format!("/v1/tags/{tag}"), Some(to_json(update)?)).await
     }
 
+    /// `POST /v1/import/tags`: one batch (at most 1000 tags, 48 KiB) created or raised in one Raft
+    /// entry, all or none. Sent again, a batch changes nothing more.
+    pub async fn import_tags(&self, tags: &[ImportTag]) -> Result<Imported, ClientError> {
+        self.write(Method::POST, "/v1/import/tags", Some(json!({ "tags": tags }))).await
+    }
+
     /// `GET /v1/tags/{tag}`: the tag, with the answering node's buffers.
     pub async fn get_tag(&self, tag: &str) -> Result<Tag, ClientError> {
         self.get(&format!("/v1/tags/{tag}")).await
@@ -64,12 +72,23 @@ impl Client {
         self.tags("/v1/tags?consistent=true").await
     }
 
+    /// Every page of `path`, following each answer's `next`.
     async fn tags(&self, path: &str) -> Result<Vec<Tag>, ClientError> {
         #[derive(serde::Deserialize)]
         struct TagList {
             tags: Vec<Tag>,
+            #[serde(default)]
+            next: Option<String>,
         }
-        Ok(self.get::<TagList>(path).await?.tags)
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let mut all = Vec::new();
+        let mut page = self.get::<TagList>(path).await?;
+        loop {
+            all.append(&mut page.tags);
+            let Some(after) = page.next.take() else { return Ok(all) };
+            // Tag names are `[A-Za-z0-9_.:-]`: nothing to escape in a query string.
+            page = self.get::<TagList>(&format!("{path}{separator}after={after}")).await?;
+        }
     }
 
     // --- IDs, one request each

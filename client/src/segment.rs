@@ -129,15 +129,14 @@ impl Segment {
 
     /// One ID. Without waiting while the buffer holds IDs; otherwise waits for the next range, at
     /// most the client's timeout.
-    #[inline]
-    pub async fn next_id(&self) -> Result<u64, ClientError> {
-        if let Some(id) = self.try_next_id() {
-            return Ok(id);
-        }
-        // Boxed: the waiting path's state would otherwise make every call's future large, and
-        // the hot path would pay for setting it up.
-        let ranges = Box::pin(self.state.take_waiting(1)).await?;
-        ranges.first().map(|range| range.start).ok_or(ClientError::Closed)
+    ///
+    /// The future is written by hand rather than with `async fn`: its first poll is
+    /// [`Segment::try_next_id`] and nothing else, inlined into the caller, so a warm call costs
+    /// what the buffer costs (an `async fn` built and polled its state machine on every call,
+    /// ~9 ns on top).
+    #[inline(always)]
+    pub fn next_id(&self) -> NextId<'_> {
+        NextId { segment: self, waiting: None }
     }
 
     /// `count` IDs, in the order handed out (increasing within each range).
@@ -195,6 +194,36 @@ impl Segment {
     /// What the buffer holds: the current range and cursor, the next range, whether a load runs.
     pub fn buffer_state(&self) -> leafraft_ids::segment::BufferState {
         self.state.buffer.state()
+    }
+}
+
+/// What [`Segment::next_id`] returns: ready at its first poll while the buffer holds IDs.
+#[must_use = "futures do nothing unless polled"]
+pub struct NextId<'a> {
+    segment: &'a Segment,
+    /// The wait for the next range, once the buffer was found used up. Boxed: the waiting
+    /// path's state would otherwise make every call's future large.
+    waiting: Option<WaitForRanges<'a>>,
+}
+
+type WaitForRanges<'a> = Pin<Box<dyn Future<Output = Result<Vec<IdRange>, ClientError>> + Send + 'a>>;
+
+impl Future for NextId<'_> {
+    type Output = Result<u64, ClientError>;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = self.get_mut();
+        let waiting = match &mut this.waiting {
+            Some(waiting) => waiting,
+            None => {
+                if let Some(id) = this.segment.try_next_id() {
+                    return std::task::Poll::Ready(Ok(id));
+                }
+                this.waiting.insert(Box::pin(this.segment.state.take_waiting(1)))
+            }
+        };
+        waiting.as_mut().poll(cx).map(|taken| taken?.first().map(|range| range.start).ok_or(ClientError::Closed))
     }
 }
 

@@ -81,6 +81,25 @@ pub struct NewTag {
     pub mode: Option<String>,
 }
 
+/// One tag of `POST /v1/import/tags`: created from this when missing; otherwise `max_id` is raised
+/// to at least this (never lowered), and step and description set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportTag {
+    pub tag: String,
+    #[serde(with = "crate::decode::decimal")]
+    pub max_id: u64,
+    pub step: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// What an import batch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct Imported {
+    pub created: u64,
+    pub updated: u64,
+}
+
 /// The body of `PATCH /v1/tags/{tag}`: only what is set changes (`max_id` only rises).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct TagUpdate {

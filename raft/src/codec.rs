@@ -34,8 +34,9 @@ pub const SNAPSHOT_CHUNK_BYTES: u64 = 3 << 20;
 pub const MAX_PAYLOAD_ENTRIES: u64 = 300;
 
 /// The largest encoded `Request` a node proposes: a tag of 128 bytes with a description of
-/// 1024 takes 1.2 KiB. Forwarded writes over it are refused before they reach the log.
-pub const MAX_REQUEST_BYTES: usize = 2 << 10;
+/// 1024 takes 1.2 KiB; an import batch (`ImportTags`) is refused above this, which holds about
+/// 600 tags of typical length. Forwarded writes over it are refused before they reach the log.
+pub const MAX_REQUEST_BYTES: usize = 48 << 10;
 
 /// The longest member address (`HOST:PORT`): a 253-byte DNS name, a colon and a port, with room
 /// for a bracketed IPv6 address.

@@ -12,6 +12,7 @@
 //!   machine.
 //! - [`tag`]: tag names and the numeric limits every layer checks.
 //! - [`codec`]: the one bincode configuration used on the wire and on disk.
+//! - [`lease`]: `LeaderLease`, how long a leader may be sure no newer leader exists.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
 //!   `/raft/*` on the node's one port.
 //!
@@ -20,6 +21,7 @@
 use std::io::Cursor;
 
 pub mod codec;
+pub mod lease;
 pub mod network;
 pub mod node;
 pub mod request;
@@ -28,6 +30,8 @@ pub mod state_machine;
 pub mod tag;
 pub mod timeseq;
 
+pub use lease::LeaderLease;
+pub use request::ImportRow;
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;

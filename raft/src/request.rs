@@ -63,6 +63,21 @@ pub enum Request {
     /// Fills a recovered cluster's time-sequence namespaces, with a floor (Unix seconds) above
     /// every second the old cluster can have claimed. Applies only while no namespace exists.
     RestoreTimeseq { namespaces: BTreeMap<String, NamespaceRecord>, floor_s: u64 },
+    /// Creates or raises many tags in one entry (`leafraft tag import`): every row or, when one is
+    /// invalid, none. A missing tag is created from its row (segment mode, an empty description
+    /// for `None`); an existing one gets `max_id` raised to at least the row's, never lowered (so
+    /// a copy committed again after claims changes nothing), and the row's step and description.
+    ImportTags { rows: Vec<ImportRow>, now_ms: u64 },
+}
+
+/// One tag of an [`Request::ImportTags`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportRow {
+    pub tag: String,
+    pub max_id: u64,
+    pub step: u64,
+    /// `None`: a new tag gets an empty description, an existing one keeps its own.
+    pub description: Option<String>,
 }
 
 impl Request {
@@ -84,7 +99,8 @@ impl Request {
             | Request::Restore { .. }
             | Request::CreateNamespace { .. }
             | Request::ClaimTimeseq { .. }
-            | Request::RestoreTimeseq { .. } => None,
+            | Request::RestoreTimeseq { .. }
+            | Request::ImportTags { .. } => None,
         }
     }
 }
@@ -147,6 +163,11 @@ pub enum Response {
     /// A time-sequence restore filled this many namespaces.
     TimeseqRestored {
         namespaces: u64,
+    },
+    /// An import created `created` tags and changed `updated` others (the rest were as asked).
+    Imported {
+        created: u64,
+        updated: u64,
     },
 }
 

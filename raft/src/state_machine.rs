@@ -137,6 +137,7 @@ impl IdStateMachine {
                 self.timeseq.claim(namespace, *second, *count, *now_ms)
             }
             Request::RestoreTimeseq { namespaces, floor_s } => self.timeseq.restore(namespaces, *floor_s),
+            Request::ImportTags { rows, now_ms } => self.import_tags(rows, *now_ms),
         }
     }
 
@@ -219,6 +220,56 @@ impl IdStateMachine {
         }
         self.tags.insert(name.to_string(), record.clone());
         Response::Tag { tag: name.to_string(), record }
+    }
+
+    /// See [`Request::ImportTags`]: every row is checked before any is applied.
+    fn import_tags(&mut self, rows: &[crate::ImportRow], now_ms: u64) -> Response {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, row) in rows.iter().enumerate() {
+            let checked = tag::validate_tag(&row.tag)
+                .and_then(|()| tag::validate_max_id(row.max_id))
+                .and_then(|()| tag::validate_step(row.step))
+                .and_then(|()| row.description.as_deref().map_or(Ok(()), tag::validate_description))
+                .and_then(
+                    |()| if seen.insert(row.tag.as_str()) { Ok(()) } else { Err("the tag is there twice".into()) },
+                );
+            if let Err(msg) = checked {
+                return Response::Rejected(Rejection::InvalidArgument(format!(
+                    "import row {} ({}): {msg}",
+                    i + 1,
+                    row.tag
+                )));
+            }
+        }
+        let (mut created, mut updated) = (0, 0);
+        for row in rows {
+            match self.tags.get_mut(&row.tag) {
+                None => {
+                    let record = TagRecord {
+                        max_id: row.max_id,
+                        step: row.step,
+                        description: row.description.clone().unwrap_or_default(),
+                        created_at_ms: now_ms,
+                        updated_at_ms: now_ms,
+                        mode: TagMode::Segment,
+                    };
+                    self.tags.insert(row.tag.clone(), record);
+                    created += 1;
+                }
+                Some(record) => {
+                    let max_id = record.max_id.max(row.max_id);
+                    let description = row.description.as_deref().unwrap_or(&record.description);
+                    if (max_id, row.step, description) != (record.max_id, record.step, record.description.as_str()) {
+                        record.description = description.to_string();
+                        record.max_id = max_id;
+                        record.step = row.step;
+                        record.updated_at_ms = now_ms;
+                        updated += 1;
+                    }
+                }
+            }
+        }
+        Response::Imported { created, updated }
     }
 
     fn update_tag(

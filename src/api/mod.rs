@@ -8,6 +8,7 @@ mod backup;
 mod body;
 mod cluster;
 mod health;
+mod import;
 mod namespaces;
 pub mod openapi;
 mod peer;
@@ -78,6 +79,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/clock", get(snowflakes::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
+        // Not under /v1/tags/: a tag may be called "import".
+        .route("/v1/import/tags", post(import::import))
         .route("/v1/cluster", get(cluster::status))
         .route("/v1/cluster/learners", post(cluster::add_learner))
         .route("/v1/cluster/voters", post(cluster::promote_voter))
@@ -97,7 +100,7 @@ pub fn router(state: AppState) -> Router {
 /// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.
 fn peer_routes(state: AppState) -> Router {
     crate::cluster::peer_routes(state.cluster.clone())
-        .merge(raft::network::routes(state.cluster.raft().clone()))
+        .merge(raft::network::routes(state.cluster.raft().clone(), state.cluster.lease().clone()))
         .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }
 

@@ -165,6 +165,7 @@ never for clients).";
         api::tags::create,
         api::tags::get,
         api::tags::update,
+        api::import::import,
         api::snowflakes::workers,
         api::snowflakes::release_worker,
         api::snowflakes::clock,

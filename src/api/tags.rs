@@ -173,10 +173,27 @@ pub struct ReadParams {
     consistent: bool,
 }
 
+/// `GET /v1/tags`: a consistent read and a page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {
+    #[serde(default)]
+    consistent: bool,
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// The most tags one page of `GET /v1/tags` holds (and its default).
+pub const MAX_PAGE: usize = 1000;
+
 async fn prepare_read(state: &AppState, params: Result<Query<ReadParams>, QueryRejection>) -> Result<(), Error> {
     let params = body::query(params)?;
+    linearize_if(state, params.consistent).await
+}
+
+async fn linearize_if(state: &AppState, consistent: bool) -> Result<(), Error> {
     state.cluster.ensure_ready()?;
-    if params.consistent {
+    if consistent {
         state.cluster.linearize().await?;
     }
     Ok(())
@@ -185,6 +202,9 @@ async fn prepare_read(state: &AppState, params: Result<Query<ReadParams>, QueryR
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagList {
     pub tags: Vec<TagView>,
+    /// The `after` of the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// Every tag, with this node's buffers.
@@ -193,25 +213,42 @@ pub struct TagList {
     path = "/v1/tags",
     tag = "tags",
     summary = "List tags",
-    params(("consistent" = Option<bool>, Query, description = "Read through the leader (linearizable); default false: \
-        this node's replica")),
+    params(
+        ("consistent" = Option<bool>, Query, description = "Read through the leader (linearizable); default false: \
+            this node's replica"),
+        ("limit" = Option<usize>, Query, description = "Tags per page, 1 to 1000 (default 1000)", minimum = 1, maximum = 1000),
+        ("after" = Option<String>, Query, description = "Start after this tag: the `next` of the previous page"),
+    ),
     responses(
-        (status = 200, description = "Every tag, by name", body = TagList),
+        (status = 200, description = "A page of tags, by name; `next` names where the following page starts", body = TagList),
         (status = 400, description = "`INVALID_ARGUMENT`: bad query string", body = crate::error::ErrorBody),
         (status = 503, description = "`NOT_READY`, or `NO_LEADER` for a consistent read", body = crate::error::ErrorBody),
     )
 )]
 pub async fn list(
     State(state): State<AppState>,
-    params: Result<Query<ReadParams>, QueryRejection>,
+    params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<TagList>, Error> {
-    prepare_read(&state, params).await?;
-    let mut tags: Vec<TagView> =
-        state.cluster.read(|sm| sm.tags.iter().map(|(tag, record)| TagView::new(tag, record)).collect());
+    let params = body::query(params)?;
+    let limit = params.limit.unwrap_or(MAX_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(Error::invalid(format!("limit must be between 1 and {MAX_PAGE}, got {limit}")));
+    }
+    linearize_if(&state, params.consistent).await?;
+    let (mut tags, next) = state.cluster.read(|sm| {
+        let start = match &params.after {
+            Some(after) => std::ops::Bound::Excluded(after.as_str()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let mut page = sm.tags.range::<str, _>((start, std::ops::Bound::Unbounded));
+        let tags: Vec<TagView> = page.by_ref().take(limit).map(|(tag, record)| TagView::new(tag, record)).collect();
+        let next = page.next().and(tags.last().map(|view| view.tag.clone()));
+        (tags, next)
+    });
     for view in &mut tags {
         view.buffers = state.segments.view(&view.tag).map(BufferView::from);
     }
-    Ok(Json(TagList { tags }))
+    Ok(Json(TagList { tags, next }))
 }
 
 /// One tag, with this node's buffers.

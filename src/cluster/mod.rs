@@ -59,6 +59,7 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::network::IdentityCheck;
 use raft::network::PostError;
+use raft::LeaderLease;
 
 /// Whether an operation may be sent again after an attempt whose fate is unknown to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +95,8 @@ pub struct Cluster {
     caught_up: AtomicBool,
     /// Started on the first monotonic take this node serves as leader.
     sequencer: OnceLock<sequencer::Sequencer>,
+    /// This node's leader lease (see `raft::lease`); the one its network records appends in.
+    lease: Arc<LeaderLease>,
 }
 
 impl Cluster {
@@ -118,7 +121,18 @@ impl Cluster {
             has_been_ready: AtomicBool::new(false),
             caught_up,
             sequencer: OnceLock::new(),
+            lease: Arc::new(LeaderLease::new(Duration::ZERO)),
         }
+    }
+
+    /// The lease this node's network records acknowledged appends in (without one, the
+    /// sequencer confirms every batch with a heartbeat round).
+    pub fn with_lease(self, lease: Arc<LeaderLease>) -> Cluster {
+        Cluster { lease, ..self }
+    }
+
+    pub fn lease(&self) -> &Arc<LeaderLease> {
+        &self.lease
     }
 
     pub fn node_id(&self) -> NodeId {
@@ -211,7 +225,12 @@ impl Cluster {
 
     fn sequencer(&self) -> &sequencer::Sequencer {
         self.sequencer.get_or_init(|| {
-            sequencer::Sequencer::start(self.raft.clone(), self.store.state_machine.clone(), self.write_timeout)
+            sequencer::Sequencer::start(
+                self.raft.clone(),
+                self.store.state_machine.clone(),
+                self.lease.clone(),
+                self.write_timeout,
+            )
         })
     }
 

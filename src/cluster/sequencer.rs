@@ -6,22 +6,27 @@
 //!   earlier leader served from; a range is dropped as soon as the term changes, so a node that
 //!   leads again never serves from a range of an earlier term.
 //! - A batch of takes is answered only after something confirmed, after every take in it had
-//!   arrived, that no newer leader had been elected: a heartbeat round acknowledged by a quorum
-//!   (`get_read_log_id`), or a claim proposed after the batch was formed and committed in the
-//!   same term. Any newer leader needs a vote from a node of that quorum, cast after its
-//!   acknowledgement, so it answers nobody before these takes arrived: whatever a client had
-//!   received before sending one of these takes came from this leader (earlier in its cursor)
-//!   or an older one (below its ranges).
+//!   arrived, that no newer leader had been elected: this node's leader lease holding at that
+//!   moment (`raft::lease`: a quorum acknowledged an append sent less than the lease ago, and
+//!   none of them, this node included, grants a vote before the lease ends), a heartbeat round
+//!   acknowledged by a quorum (`get_read_log_id`), or a claim proposed after the batch was
+//!   formed and committed in the same term. Any newer leader needs a vote from a node of that
+//!   quorum, cast after its acknowledgement (after the lease, for the lease), so it answers
+//!   nobody before these takes arrived: whatever a client had received before sending one of
+//!   these takes came from this leader (earlier in its cursor) or an older one (below its
+//!   ranges).
 //! - Within one leader, IDs come off one cursor, in the order takes are answered.
 //!
 //! Concurrent takes share one confirmation: the driver task takes everything queued, confirms
-//! once, and answers all of it, so a round costs one heartbeat however many callers wait.
+//! once, and answers all of it. While the lease holds, which heartbeats renew every
+//! `heartbeat_interval`, a batch costs no message at all; without it, one heartbeat round.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use openraft::ServerState;
+use raft::LeaderLease;
 use raft::Raft;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
@@ -72,9 +77,14 @@ pub struct Sequencer {
 impl Sequencer {
     /// Starts the driver; it ends when the sequencer is dropped. `timeout` bounds each claim and
     /// confirmation.
-    pub fn start(raft: Raft, store: storage::StateMachineStore, timeout: Duration) -> Sequencer {
+    pub fn start(
+        raft: Raft,
+        store: storage::StateMachineStore,
+        lease: std::sync::Arc<LeaderLease>,
+        timeout: Duration,
+    ) -> Sequencer {
         let (takes, rx) = mpsc::unbounded_channel();
-        tokio::spawn(Driver { raft, store, timeout, tags: HashMap::new() }.run(rx));
+        tokio::spawn(Driver { raft, store, lease, timeout, tags: HashMap::new() }.run(rx));
         Sequencer { takes }
     }
 
@@ -124,6 +134,7 @@ impl Lane {
 struct Driver {
     raft: Raft,
     store: storage::StateMachineStore,
+    lease: std::sync::Arc<LeaderLease>,
     timeout: Duration,
     tags: HashMap<String, Lane>,
 }
@@ -176,7 +187,7 @@ impl Driver {
                 }
             }
         }
-        if !confirmed {
+        if !confirmed && !self.lease_holds(term) {
             if let Err(attempt) = confirm_leadership(&self.raft, deadline).await {
                 self.tags.clear();
                 let refused = Refused::from(attempt);
@@ -201,6 +212,19 @@ impl Driver {
             };
             let _ = take.reply.send(answer);
         }
+    }
+
+    /// Whether this node's lease as leader of `term` holds now (checked after every take of the
+    /// batch arrived).
+    fn lease_holds(&self, term: u64) -> bool {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let vote = metrics.vote;
+        if !vote.is_committed() || vote.leader_id.term != term || vote.leader_id.node_id != metrics.id {
+            return false;
+        }
+        let configs = metrics.membership_config.membership().get_joint_config();
+        self.lease.holds(&vote, metrics.id, configs, std::time::Instant::now())
     }
 
     /// The term this node leads in, if it leads.

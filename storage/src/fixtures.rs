@@ -84,6 +84,13 @@ pub fn every_request() -> Vec<Request> {
             namespaces: BTreeMap::from([("orders".to_string(), namespace_record())]),
             floor_s: 1_700_000_100,
         },
+        Request::ImportTags {
+            rows: vec![
+                raft::ImportRow { tag: "orders".into(), max_id: 5000, step: 2000, description: None },
+                raft::ImportRow { tag: "ticks".into(), max_id: 1, step: 1000, description: Some("t".into()) },
+            ],
+            now_ms: 1_700_000_000_003,
+        },
     ]
 }
 

@@ -166,6 +166,13 @@ impl StateMachineStore {
                                 touched.insert(tag.to_string(), state.tags.get(tag).cloned());
                             }
                         }
+                        Touched::Tags(tags) => {
+                            for tag in tags {
+                                if !touched.contains_key(tag) {
+                                    touched.insert(tag.to_string(), state.tags.get(tag).cloned());
+                                }
+                            }
+                        }
                         Touched::Snowflake => {
                             if snowflake_before.is_none() {
                                 snowflake_before = Some(state.snowflake.clone());
@@ -273,6 +280,8 @@ impl StateMachineStore {
 /// The persisted value a request may change.
 enum Touched<'a> {
     Tag(&'a str),
+    /// Several named tags (an import).
+    Tags(Vec<&'a str>),
     Snowflake,
     /// Compared before and after the batch: it changes at most once.
     ClusterId,
@@ -299,6 +308,7 @@ fn what_changes(request: &Request) -> Touched<'_> {
         | Request::ReleaseWorker { .. } => Touched::Snowflake,
         Request::SetClusterId { .. } => Touched::ClusterId,
         Request::Restore { .. } => Touched::Everything,
+        Request::ImportTags { rows, .. } => Touched::Tags(rows.iter().map(|row| row.tag.as_str()).collect()),
         Request::CreateNamespace { .. } | Request::ClaimTimeseq { .. } | Request::RestoreTimeseq { .. } => {
             Touched::Timeseq
         }

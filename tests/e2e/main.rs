@@ -32,6 +32,7 @@ mod snowflake;
 mod snowflake_clock;
 mod snowflake_load;
 mod snowflake_workers;
+mod tag_pages;
 mod tags;
 mod timeseq;
 mod timeseq_cli;

@@ -83,13 +83,22 @@ fn largest_membership() -> typ::Membership {
     Membership::new(vec![voters], nodes)
 }
 
+/// An import of as many of the longest rows as `MAX_REQUEST_BYTES` holds.
 fn largest_request() -> Request {
-    Request::UpdateTag {
+    let row = crate::ImportRow {
         tag: "t".repeat(tag::MAX_TAG_LEN),
-        step: Some(tag::MAX_STEP),
+        max_id: tag::MAX_ID_LIMIT,
+        step: tag::MAX_STEP,
         description: Some("d".repeat(tag::MAX_DESCRIPTION_LEN)),
-        max_id: Some(tag::MAX_ID_LIMIT),
-        now_ms: u64::MAX,
+    };
+    let mut rows = vec![row.clone()];
+    loop {
+        rows.push(row.clone());
+        let request = Request::ImportTags { rows: rows.clone(), now_ms: u64::MAX };
+        if encode(&request).expect("encode").len() > MAX_REQUEST_BYTES {
+            rows.pop();
+            return Request::ImportTags { rows, now_ms: u64::MAX };
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 use openraft::error::InstallSnapshotError;
 use openraft::error::NetworkError;
@@ -12,6 +13,7 @@ use openraft::error::RPCError;
 use openraft::error::RemoteError;
 use openraft::error::Unreachable;
 use openraft::network::RPCOption;
+use openraft::raft::AppendEntriesResponse;
 use openraft::RaftNetwork;
 use openraft::RaftNetworkFactory;
 use reqwest::header::CONTENT_TYPE;
@@ -26,6 +28,7 @@ use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::codec;
+use crate::lease::LeaderLease;
 use crate::typ;
 use crate::Node;
 use crate::NodeId;
@@ -229,11 +232,18 @@ pub struct NetworkFactory {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
+    lease: Arc<LeaderLease>,
 }
 
 impl NetworkFactory {
+    /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity }
+        Self { client, secret, identity, lease: Arc::new(LeaderLease::new(Duration::ZERO)) }
+    }
+
+    /// Records every accepted append in `lease`.
+    pub fn with_lease(self, lease: Arc<LeaderLease>) -> Self {
+        Self { lease, ..self }
     }
 }
 
@@ -255,6 +265,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             client: self.client.clone(),
             secret: self.secret.clone(),
             identity: Arc::clone(&self.identity),
+            lease: Arc::clone(&self.lease),
             target,
             target_incarnation: node.incarnation,
             append_url: format!("{base}{APPEND_PATH}"),
@@ -269,6 +280,7 @@ pub struct Connection {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
+    lease: Arc<LeaderLease>,
     target: NodeId,
     /// What the membership openraft replicates with records for the target (0: unknown).
     target_incarnation: u64,
@@ -325,7 +337,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: typ::AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
-        self.call(&self.append_url, &rpc, &option).await
+        let (vote, sent_at) = (rpc.vote, Instant::now());
+        let answer = self.call(&self.append_url, &rpc, &option).await;
+        if matches!(&answer, Ok(resp) if !matches!(resp, AppendEntriesResponse::HigherVote(_))) {
+            self.lease.acknowledged(self.target, &vote, sent_at);
+        }
+        answer
     }
 
     async fn install_snapshot(

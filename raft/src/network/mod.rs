@@ -31,6 +31,7 @@ pub use client::Sender;
 pub use identity::IdentityCheck;
 pub use identity::PeerIdentity;
 pub use server::routes;
+pub use server::vote_under_lease;
 pub use snapshot_guard::MAX_SNAPSHOT_BYTES;
 
 /// The paths of the Raft RPCs, shared by the client and the server so they cannot drift apart.

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -24,6 +25,7 @@ use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::codec;
+use crate::lease::LeaderLease;
 use crate::typ;
 use crate::NodeId;
 use crate::Raft;
@@ -36,8 +38,62 @@ pub(super) const MAX_BODY_BYTES: usize = codec::MAX_RPC_BYTES;
 /// `POST /raft/append`, `/raft/vote` and `/raft/snapshot`, answering with the local `raft`.
 ///
 /// There is no authentication here: the node wraps all of `/raft/*` in its own auth layer.
-pub fn routes(raft: Raft) -> Router {
-    router(raft)
+/// Vote requests pass `lease` first: this node holds its vote back while it may hold a lease
+/// as leader ([`LeaderLease::admit_vote`]).
+pub fn routes(raft: Raft, lease: Arc<LeaderLease>) -> Router {
+    router(Leased { raft, lease })
+}
+
+/// A `RaftRpc` whose votes wait while this node's leader lease may hold.
+#[derive(Clone)]
+struct Leased<R> {
+    raft: R,
+    lease: Arc<LeaderLease>,
+}
+
+impl<R: RaftRpc> RaftRpc for Leased<R> {
+    fn id(&self) -> NodeId {
+        self.raft.id()
+    }
+
+    fn append(
+        &self,
+        rpc: typ::AppendEntriesRequest,
+    ) -> impl Future<Output = Result<typ::AppendEntriesResponse, typ::RaftError>> + Send {
+        self.raft.append(rpc)
+    }
+
+    async fn vote(&self, rpc: typ::VoteRequest) -> Result<typ::VoteResponse, typ::RaftError> {
+        vote_under_lease(&self.lease, rpc, |rpc| self.raft.vote(rpc)).await
+    }
+
+    fn snapshot(
+        &self,
+        rpc: typ::InstallSnapshotRequest,
+    ) -> impl Future<Output = Result<typ::InstallSnapshotResponse, typ::RaftError<typ::InstallSnapshotError>>> + Send
+    {
+        self.raft.snapshot(rpc)
+    }
+}
+
+/// Answers a vote request with `vote` unless `lease` holds votes back, in which case the answer
+/// is a refusal that changes nothing on either side (the candidate's own vote, not granted).
+/// Shared with the in-process test network, so both refuse alike.
+pub async fn vote_under_lease<Fut>(
+    lease: &LeaderLease,
+    rpc: typ::VoteRequest,
+    vote: impl FnOnce(typ::VoteRequest) -> Fut,
+) -> Result<typ::VoteResponse, typ::RaftError>
+where
+    Fut: Future<Output = Result<typ::VoteResponse, typ::RaftError>>,
+{
+    if !lease.admit_vote(Instant::now()) {
+        tracing::info!(candidate = rpc.vote.leader_id.node_id, "vote held back: this node may hold a leader lease");
+        return Ok(typ::VoteResponse::new(rpc.vote, None, false));
+    }
+    let answer = vote(rpc).await;
+    lease.vote_answered(Instant::now());
+    answer
 }
 
 /// What the routes call. Production uses `Raft`; tests use a stub, because a real `Raft` needs

@@ -16,6 +16,7 @@ use proptest::test_runner::TestCaseError;
 
 use super::*;
 use crate::codec;
+use crate::ImportRow;
 use crate::Node;
 
 const NODES: usize = 3;
@@ -36,6 +37,17 @@ enum MaxIdChange {
     Keep,
     Raise(u64),
     To(u64),
+}
+
+impl MaxIdChange {
+    fn resolve(&self, current: u64) -> u64 {
+        match self {
+            MaxIdChange::Lower(by) => current.saturating_sub(*by),
+            MaxIdChange::Keep => current,
+            MaxIdChange::Raise(by) => current.saturating_add(*by),
+            MaxIdChange::To(to) => *to,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,6 +88,11 @@ enum Op {
         step: Option<u64>,
         description: Option<usize>,
         max_id: Option<MaxIdChange>,
+        now_ms: u64,
+    },
+    /// `leafraft tag import`: several tags created or raised in one entry (all or none).
+    Import {
+        rows: Vec<(usize, MaxIdChange, u64, Option<usize>)>,
         now_ms: u64,
     },
     /// Replace the state by its snapshot (encode, decode), as a follower installing it would.
@@ -138,13 +155,15 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (node, tag.clone(), any::<usize>()).prop_map(|(node, tag, pick)| Op::Release { node, tag, pick }),
         4 => any::<usize>().prop_map(|pick| Op::Deliver { pick }),
         2 => (
-            tag,
+            tag.clone(),
             proptest::option::of(step()),
             proptest::option::of(description()),
             proptest::option::of(max_id_change()),
             0..1000u64
         )
             .prop_map(|(tag, step, description, max_id, now_ms)| Op::Update { tag, step, description, max_id, now_ms }),
+        1 => (proptest::collection::vec((tag.clone(), max_id_change(), step(), proptest::option::of(description())), 0..4), 0..1000u64)
+            .prop_map(|(rows, now_ms)| Op::Import { rows, now_ms }),
         1 => Just(Op::Snapshot),
         1 => Just(Op::NewTerm),
     ]
@@ -272,12 +291,7 @@ impl Model {
             }
             Op::Update { tag, step, description, max_id, now_ms } => {
                 let current = self.sm.tags.get(TAGS[*tag]).map_or(1, |r| r.max_id);
-                let max_id = max_id.as_ref().map(|change| match change {
-                    MaxIdChange::Lower(by) => current.saturating_sub(*by),
-                    MaxIdChange::Keep => current,
-                    MaxIdChange::Raise(by) => current.saturating_add(*by),
-                    MaxIdChange::To(to) => *to,
-                });
+                let max_id = max_id.as_ref().map(|change| change.resolve(current));
                 let request = Request::UpdateTag {
                     tag: TAGS[*tag].to_string(),
                     step: *step,
@@ -286,6 +300,21 @@ impl Model {
                     now_ms: *now_ms,
                 };
                 self.propose(request)?;
+            }
+            Op::Import { rows, now_ms } => {
+                let rows = rows
+                    .iter()
+                    .map(|(tag, change, step, description)| {
+                        let current = self.sm.tags.get(TAGS[*tag]).map_or(1, |r| r.max_id);
+                        ImportRow {
+                            tag: TAGS[*tag].to_string(),
+                            max_id: change.resolve(current),
+                            step: *step,
+                            description: description.map(|n| "i".repeat(n)),
+                        }
+                    })
+                    .collect();
+                self.propose(Request::ImportTags { rows, now_ms: *now_ms })?;
             }
             Op::Snapshot => {
                 let bytes = codec::encode(&self.sm).map_err(fail)?;
@@ -400,8 +429,13 @@ fn check_request(
     response: &Response,
     after: &IdStateMachine,
 ) -> Result<(), TestCaseError> {
-    let changed =
-        matches!(response, Response::Tag { .. } | Response::Segment { .. } | Response::Released { applied: true });
+    let changed = matches!(
+        response,
+        Response::Tag { .. }
+            | Response::Segment { .. }
+            | Response::Released { applied: true }
+            | Response::Imported { .. }
+    );
     if !changed {
         // A rejected request changes nothing but the applied log id, which every entry advances.
         let mut expected = before.clone();
@@ -414,7 +448,8 @@ fn check_request(
     let names: BTreeSet<&String> = before.tags.keys().chain(after.tags.keys()).collect();
     for name in names {
         let (old, new) = (before.tags.get(name), after.tags.get(name));
-        if Some(name.as_str()) != request.tag() {
+        let imported = matches!(request, Request::ImportTags { rows, .. } if rows.iter().any(|row| &row.tag == name));
+        if Some(name.as_str()) != request.tag() && !imported {
             prop_assert_eq!(old, new, "tag {} changed by {:?}", name, request);
             continue;
         }
@@ -486,6 +521,21 @@ fn check_request(
             } else {
                 prop_assert_eq!(record.max_id, *max_id);
             }
+        }
+        (Request::ImportTags { rows, .. }, Response::Imported { created, updated }) => {
+            prop_assert_eq!(*created + *updated <= rows.len() as u64, true);
+            for row in rows {
+                let record = after.tags.get(&row.tag);
+                prop_assert!(record.is_some(), "import of {} left no tag", row.tag);
+                let record = record.map_or(0, |r| r.max_id);
+                prop_assert!(record >= row.max_id, "import of {} left max_id {record} below {}", row.tag, row.max_id);
+            }
+        }
+        (Request::ImportTags { .. }, Response::Rejected(Rejection::InvalidArgument(_))) => {
+            prop_assert_eq!(&before.tags, &after.tags, "a refused import changed tags");
+        }
+        (Request::ImportTags { .. }, other) => {
+            prop_assert!(false, "unexpected answer {other:?} to {request:?}");
         }
         (Request::ClaimSegment { .. }, other) | (Request::ReleaseSegment { .. }, other) => {
             prop_assert!(false, "unexpected answer {other:?} to {request:?}");

@@ -6,6 +6,7 @@
 
 mod claims;
 mod etcd;
+mod failover;
 mod http;
 mod report;
 
@@ -63,6 +64,24 @@ enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         duration_secs: u64,
     },
+    /// How long a monotonic tag goes without service when its leader is killed: three `leafraft
+    /// serve` processes, callers on every node, the leader killed (SIGKILL) and restarted
+    /// `--kills` times.
+    Failover {
+        /// The leafraft binary.
+        #[arg(long, default_value = "target/release/leafraft")]
+        bin: std::path::PathBuf,
+        #[arg(long, default_value_t = 20)]
+        kills: usize,
+        #[arg(long, default_value_t = 16)]
+        callers: usize,
+        /// Seconds of steady service before each kill.
+        #[arg(long, default_value_t = 2)]
+        settle_secs: u64,
+        /// Extra `serve` flags, e.g. `--serve-flag=--election-timeout-ms --serve-flag=150`.
+        #[arg(long = "serve-flag", allow_hyphen_values = true)]
+        serve_flags: Vec<String>,
+    },
     /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
     /// compares leafraft against.
     CounterServer {
@@ -94,6 +113,16 @@ fn main() -> ExitCode {
             }
             BenchCommand::EtcdClaims { endpoints, concurrency, duration_secs } => {
                 etcd_claims(endpoints, concurrency, duration_secs).await
+            }
+            BenchCommand::Failover { bin, kills, callers, settle_secs, serve_flags } => {
+                let options = failover::FailoverOptions {
+                    bin,
+                    kills,
+                    callers,
+                    serve_flags,
+                    settle: Duration::from_secs(settle_secs),
+                };
+                failover_report(&options).await
             }
             BenchCommand::CounterServer { listen } => report::counter_server(&listen).await.map(|()| ExitCode::SUCCESS),
         }
@@ -168,4 +197,30 @@ async fn http_load(options: &http::HttpOptions, json: bool) -> Result<ExitCode, 
         None => println!("duplicates: not checked"),
     }
     Ok(if r.duplicates.unwrap_or(0) > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+async fn failover_report(options: &failover::FailoverOptions) -> Result<ExitCode, String> {
+    println!(
+        "monotonic tag, 3 nodes, {} callers on every node, the leader killed {} times; serve flags: {:?}",
+        options.callers, options.kills, options.serve_flags
+    );
+    let r = failover::run(options).await?;
+    let rounded: Vec<String> = r.downtime_ms.iter().map(|ms| format!("{ms:.0}")).collect();
+    println!("ms without service per kill: {}", rounded.join(" "));
+    let mut sorted = r.downtime_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    println!(
+        "min {:.0} ms, p50 {:.0} ms, p90 {:.0} ms, max {:.0} ms; under 1 s: {} of {}",
+        failover::quantile(&sorted, 0.0),
+        failover::quantile(&sorted, 0.5),
+        failover::quantile(&sorted, 0.9),
+        failover::quantile(&sorted, 1.0),
+        sorted.iter().filter(|ms| **ms < 1000.0).count(),
+        sorted.len()
+    );
+    println!(
+        "{} IDs, {} duplicates, {} real-time order violations per caller, {} failed requests",
+        r.ids, r.duplicates, r.order_violations, r.errors
+    );
+    Ok(if r.duplicates > 0 || r.order_violations > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
