@@ -7,12 +7,16 @@
 #   4. segment switches with a small step: the slowest request over >= 1000 switches (bar <= 5 ms);
 #   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8);
 #   6. a monotonic tag (served by the leader, real-time order): calls/s and p50/p99 at 1, 16 and 64
-#      callers for count=1 and count=1000, next to the counter baseline at the same concurrency.
+#      callers for count=1 and count=1000, next to the counter baseline at the same concurrency;
+#   7. time-sequence IDs: one ID per request (Leaf-style path) vs the counter baseline (bar >= 0.8),
+#      and one namespace's IDs/s through count=1000 requests over the three nodes against the
+#      layout's 524,288 per second (bar >= 95 %). (In process: `cargo bench --bench timeseq`.)
 #   --tls: only the TLS bar instead: one ID per request over TLS (keep-alive) on a 3-node cluster
 #      with TLS and mutual TLS between the nodes, vs the same counter server behind the same TLS
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single | --only-timeseq | --tls]
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single | --tls]
+#   --only-timeseq: section 7 only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,11 +26,13 @@ switch_secs=15
 only_monotonic=0
 only_single=0
 only_tls=0
+only_timeseq=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
     --only-single) only_single=1; shift ;;
     --tls) only_tls=1; shift ;;
+    --only-timeseq) only_timeseq=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
@@ -35,9 +41,10 @@ while [ $# -gt 0 ]; do
 done
 
 cargo build --release --quiet -p leafraft -p leafraft-tools
-bin=${CARGO_TARGET_DIR:-./target}/release/leafraft
-bench=${CARGO_TARGET_DIR:-./target}/release/leafraft-bench
-certs=${CARGO_TARGET_DIR:-./target}/release/leafraft-certs
+target_dir="${CARGO_TARGET_DIR:-./target}"
+bin=$target_dir/release/leafraft
+bench=$target_dir/release/leafraft-bench
+certs=$target_dir/release/leafraft-certs
 work=$(mktemp -d)
 pids=()
 cleanup() {
@@ -199,6 +206,47 @@ compare() {
   lr_rps=$(python3 -c "import statistics as s; print(s.median([${lr_runs[0]},${lr_runs[1]},${lr_runs[2]}]))")
 }
 
+# 7. Time-sequence IDs: one namespace (the default layout: 524,288 sequences per second, shared by
+# every node and shard), created through the CLI; every node serves it (after its first peer clock
+# check).
+timeseq_section() {
+  "$bin" timeseq create bench --server "http://${nodes[0]}" >/dev/null
+  for addr in "${nodes[@]}"; do
+    for _ in $(seq 1 200); do curl -sf "$addr/v1/timeseq/bench?shard=0" >/dev/null && break; sleep 0.05; done
+  done
+  warm --url "$(urls '/api/timeseq/get/bench?shard=7' "${nodes[@]}")"
+  echo "== 7a. one time-sequence ID per request (/api/timeseq/get): leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
+  compare timeseq "$(urls '/api/timeseq/get/bench?shard=7' "${nodes[@]}")"
+  echo "== 7b. one namespace through count=1000 over three nodes (shards 1, 2, 3), ${duration}s, 3 runs"
+  local runs=()
+  for round in 1 2 3; do
+    local ts t0 wall
+    t0=$(date +%s.%N)
+    ts=$(load --url "$(urls '/v1/timeseq/bench?shard=1&count=1000' "${nodes[0]}"),$(urls '/v1/timeseq/bench?shard=2&count=1000' "${nodes[1]}"),$(urls '/v1/timeseq/bench?shard=3&count=1000' "${nodes[2]}")")
+    # IDs over the whole wall time of the run: requests still in flight at the deadline (waiting
+    # for the next second) finish after it, so the load generator's own IDs/s over exactly
+    # --duration-secs overstates a rate capped per second.
+    wall=$(python3 -c "print($(date +%s.%N) - $t0)")
+    local rate
+    rate=$(python3 -c "print($(echo "$ts" | field '["ids"]') / $wall)")
+    printf "run %s  %10.0f IDs in %.2f s = %8.0f IDs/s = %5.1f %% of 524,288/s  requests %s  p50 %s µs  p99 %s µs  errors %s  duplicates %s\n" \
+      "$round" "$(echo "$ts" | field '["ids"]')" "$wall" "$rate" "$(python3 -c "print($rate / 5242.88)")" \
+      "$(echo "$ts" | field '["ok"]')" "$(echo "$ts" | field '["p50_us"]')" "$(echo "$ts" | field '["p99_us"]')" \
+      "$(echo "$ts" | field '["errors_by_status"]')" "$(echo "$ts" | field '["duplicates"]')"
+    runs+=("$rate")
+  done
+  python3 -c "import statistics as s; m=s.median([${runs[0]},${runs[1]},${runs[2]}]); print('median    %.0f IDs/s = %.1f %% of the layout limit (bar >= 95 %%)' % (m, m / 5242.88))"
+  printf "claims %s, waits %s, exhausted seconds %s (sum over the nodes)\n" \
+    "$(metric_total '^leafraft_timeseq_events_total[{]kind="claims"' "${nodes[@]}")" \
+    "$(metric_total '^leafraft_timeseq_events_total[{]kind="waits"' "${nodes[@]}")" \
+    "$(metric_total '^leafraft_timeseq_events_total[{]kind="exhausted_seconds"' "${nodes[@]}")"
+}
+if [ "$only_timeseq" = 1 ]; then
+  warm --url "http://127.0.0.1:$counter_port/x" --no-check
+  timeseq_section
+  exit 0
+fi
+
 echo "== 1. one ID per request: leafraft (3 nodes) vs counter baseline, alternating, 3 rounds"
 compare segment "$(urls /api/segment/get/bench "${nodes[@]}")"
 if [ "$only_single" = 1 ]; then
@@ -250,3 +298,5 @@ warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
 compare snowflake "$(urls /api/snowflake/get/bench "${nodes[@]}")"
 
 monotonic_section
+
+timeseq_section

@@ -27,16 +27,20 @@ pub enum PlantedBug {
     /// `shared-worker`: a follower issues snowflake IDs from the worker after the one its lease
     /// names, which another node holds: one worker, two holders.
     SharedWorker,
+    /// `timeseq-serve-twice`: the third time a follower installs a claimed time-sequence range of
+    /// a namespace, it installs it twice, so each of its sequences can be served twice.
+    TimeseqServeTwice,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 3] = ["serve-twice", "uncommitted-claim", "shared-worker"];
+    pub const NAMES: [&'static str; 4] = ["serve-twice", "uncommitted-claim", "shared-worker", "timeseq-serve-twice"];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
         match name {
             "serve-twice" => Some(PlantedBug::ServeTwice),
             "uncommitted-claim" => Some(PlantedBug::UncommittedClaim),
             "shared-worker" => Some(PlantedBug::SharedWorker),
+            "timeseq-serve-twice" => Some(PlantedBug::TimeseqServeTwice),
             _ => None,
         }
     }
@@ -108,4 +112,22 @@ pub fn worker_to_issue_from(is_follower: impl FnOnce() -> bool, committed: u32, 
     let other = ((u64::from(committed) + 1) % workers) as u32;
     tracing::warn!(committed, other, "planted shared-worker: issuing from another node's worker");
     other
+}
+
+/// `timeseq-serve-twice`: how many times to install a committed time-sequence range of
+/// `namespace` (once, unless the bug installs the third one twice).
+pub fn timeseq_installs(is_follower: impl FnOnce() -> bool, namespace: &str) -> usize {
+    if !planted_here(PlantedBug::TimeseqServeTwice, is_follower) {
+        return 1;
+    }
+    static INSTALLED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
+    let mut installed = INSTALLED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let count = installed.entry(namespace.to_string()).or_insert(0);
+    *count += 1;
+    if *count == 3 {
+        tracing::warn!(namespace, "planted timeseq-serve-twice: installing a claimed range twice");
+        2
+    } else {
+        1
+    }
 }

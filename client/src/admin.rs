@@ -21,16 +21,16 @@ use crate::views::Workers;
 use crate::Client;
 use crate::ClientError;
 
-fn to_json(value: &impl serde::Serialize) -> Result<serde_json::Value, ClientError> {
+pub(crate) fn to_json(value: &impl serde::Serialize) -> Result<serde_json::Value, ClientError> {
     serde_json::to_value(value).map_err(|e| ClientError::Config(e.to_string()))
 }
 
 impl Client {
-    async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
+    pub(crate) async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, ClientError> {
         self.shared.transport.call(Method::GET, path, None, Repeat::Safe).await
     }
 
-    async fn write<T: DeserializeOwned>(
+    pub(crate) async fn write<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,

@@ -28,12 +28,17 @@ pub enum ErrorCode {
     LearnerNotCaughtUp,
     ModeMismatch,
     NamespaceExists,
+    NamespaceNotFound,
+    /// All sequences of a time-sequence namespace's current second are used up.
+    SecondExhausted,
+    /// The node's clock is ahead of what the cluster accepts (time-sequence claims).
+    ClockAhead,
     /// A code this client does not know (a newer server).
     Other(String),
 }
 
 /// Every known code with its wire spelling; `ErrorCode::parse` and `as_str` read it both ways.
-const CODES: [(ErrorCode, &str); 20] = [
+const CODES: [(ErrorCode, &str); 23] = [
     (ErrorCode::NotReady, "NOT_READY"),
     (ErrorCode::TagNotFound, "TAG_NOT_FOUND"),
     (ErrorCode::SegmentsNotReady, "SEGMENTS_NOT_READY"),
@@ -54,6 +59,9 @@ const CODES: [(ErrorCode, &str); 20] = [
     (ErrorCode::LearnerNotCaughtUp, "LEARNER_NOT_CAUGHT_UP"),
     (ErrorCode::ModeMismatch, "MODE_MISMATCH"),
     (ErrorCode::NamespaceExists, "NAMESPACE_EXISTS"),
+    (ErrorCode::NamespaceNotFound, "NAMESPACE_NOT_FOUND"),
+    (ErrorCode::SecondExhausted, "SECOND_EXHAUSTED"),
+    (ErrorCode::ClockAhead, "CLOCK_AHEAD"),
 ];
 
 impl ErrorCode {
@@ -82,6 +90,8 @@ impl ErrorCode {
                 | ErrorCode::ClockBackwards
                 | ErrorCode::WorkerUnavailable
                 | ErrorCode::NoLeader
+                | ErrorCode::SecondExhausted
+                | ErrorCode::ClockAhead
         )
     }
 }

@@ -203,3 +203,70 @@ pub struct DecodedSnowflake {
     pub worker_id: u64,
     pub sequence: u64,
 }
+
+/// A time-sequence namespace (`GET /v1/timeseq/{ns}`): its layout, fixed at creation, and the
+/// answering node's ranges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Namespace {
+    pub namespace: String,
+    /// RFC 3339: second zero of the IDs' time bits.
+    pub epoch: String,
+    /// `UTC` or a fixed offset such as `+08:00` (the string form's calendar).
+    pub time_zone: String,
+    pub time_bits: u8,
+    pub shard_bits: u8,
+    pub seq_bits: u8,
+    pub description: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The answering node's ranges (null until it has served the namespace).
+    pub ranges: Option<NamespaceRanges>,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One node's ranges of one namespace: `"second:start-end"` (Unix second, half-open sequences).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamespaceRanges {
+    /// The range being served.
+    pub current: Option<String>,
+    /// Claimed ranges not yet served (the rest of this second, the next second's prefetch).
+    pub pending: Vec<String>,
+    pub ids_issued: u64,
+    /// IDs this node issued during the last full second (what its claims are sized by).
+    pub last_second_ids: u64,
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The body of `POST /v1/timeseq`: what is not set takes the server's default (epoch
+/// 2020-01-01T00:00:00Z, UTC, 12 shard bits, 19 sequence bits).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NewNamespace {
+    pub namespace: String,
+    /// RFC 3339, a whole second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
+    /// `UTC`, `Z` or a fixed offset `+08:00`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard_bits: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_bits: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `GET /v1/timeseq/{ns}/decode/{id}`: a long or string-form ID taken apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecodedTimeseq {
+    /// The ID as it was given.
+    pub id: String,
+    /// Unix seconds.
+    pub seconds: u64,
+    /// RFC 3339 (UTC).
+    pub time: String,
+    pub shard: u64,
+    pub sequence: u64,
+}

@@ -3,7 +3,8 @@
 //! Server-rendered HTML with inline CSS and no script, reloading itself every 2 s: this node and
 //! its role, the members (with matched index and lag on the leader), the leader, term and log
 //! indexes; every tag with `max_id`, step and this node's buffers and rate; the snowflake workers
-//! and this node's clock check. [`Page::gather`] reads the state, [`render`] is a pure function
+//! and this node's clock check (`status/snowflake.rs`); the time-sequence namespaces and this
+//! node's ranges (`status/timeseq.rs`). [`Page::gather`] reads the state, [`render`] is a pure function
 //! of it (unit-tested). The page is a maud template: every value is escaped by construction, and
 //! markup can only come from the template itself, so no tag description can break the page.
 
@@ -21,6 +22,9 @@ use crate::cluster::ClusterStatus;
 use crate::engine::IdRange;
 use crate::segments::BufferState;
 use crate::snowflakes::SnowflakeStatus;
+
+mod snowflake;
+pub mod timeseq;
 
 /// One tag as the page shows it.
 #[derive(Debug, Clone)]
@@ -47,6 +51,7 @@ pub struct Page {
     pub workers: Vec<(u32, raft::WorkerLease)>,
     pub snowflake: SnowflakeStatus,
     pub years_left: f64,
+    pub timeseq: timeseq::Section,
 }
 
 impl Page {
@@ -84,6 +89,7 @@ impl Page {
             workers,
             snowflake: state.snowflakes.status(),
             years_left: state.snowflakes.years_left(),
+            timeseq: timeseq::Section::gather(state),
         }
     }
 }
@@ -96,7 +102,8 @@ impl Page {
     summary = "Status page (HTML)",
     description = "A page for people: members with role, address, matched index and lag (on the leader), the \
                    leader, term and log indexes; tags with max_id, step, this node's buffers and IDs/s; snowflake \
-                   workers with holder, epoch and window, and this node's clock offset. Reloads itself every 2 s.",
+                   workers with holder, epoch and window, and this node's clock offset; time-sequence namespaces \
+                   with their layout and this node's ranges. Reloads itself every 2 s.",
     responses((status = 200, description = "The status page", content_type = "text/html; charset=utf-8", body = String))
 )]
 pub async fn page(State(state): State<AppState>) -> impl IntoResponse {
@@ -124,7 +131,8 @@ pub fn render(page: &Page) -> String {
                 main {
                     (members(page))
                     (tags(page))
-                    (snowflake(page))
+                    (snowflake::section(page))
+                    (timeseq::section(&page.timeseq))
                 }
             }
         }
@@ -321,75 +329,6 @@ fn instant(now_ms: u64, at_ms: u64) -> Markup {
             span title=(exact) { (relative(now_ms, at_ms)) }
         } @else {
             (exact)
-        }
-    }
-}
-
-fn snowflake(page: &Page) -> Markup {
-    let s = &page.snowflake;
-    html! {
-        h2 { "Snowflake" }
-        div.kv #this-snowflake {
-            span { "this node's worker " b { (s.worker_id.map_or("none".to_string(), |w| w.to_string())) } }
-            span { "epoch " b { (or_dash(s.epoch)) } }
-            span { "window end " b { (s.window_end_ms.map_or(html! { "–" }, |end| instant(page.now_ms, end))) } }
-            span { "clock offset to peers " b {
-                @match s.clock_offset_ms {
-                    Some(ms) => { (format!("{ms:+} ms")) " " span.muted { "(median of " (s.peers_checked) " peers)" } },
-                    None if s.peers_checked == 0 => span.muted { "no peer checked" },
-                    None => "–",
-                }
-            } }
-            @match &s.refused {
-                Some(reason) => span { "snowflake " span.err #refused { "refused: " (reason) } },
-                None if s.worker_id.is_some() => span { "snowflake " span.pill.ok { "serving" } },
-                None => span { "snowflake " span.muted { "not serving yet" } },
-            }
-            span { "IDs issued " b { (s.ids_issued) } }
-        }
-        @match &page.layout {
-            Some(layout) => p.muted {
-                "Layout: epoch " (crate::api::rfc3339(layout.epoch_ms)) " (" (layout.epoch_ms) " ms), "
-                (layout.time_bits) " time bits, " (layout.worker_bits) " worker bits, "
-                (layout.sequence_bits) " sequence bits; the time bits last "
-                (format!("{:.1}", page.years_left)) " more years."
-            },
-            None => p.muted { "No layout recorded yet (the first node that serves snowflake records it)." },
-        }
-        (workers(page))
-    }
-}
-
-fn workers(page: &Page) -> Markup {
-    let me = page.cluster.node_id;
-    html! {
-        @if page.workers.is_empty() {
-            p.muted { "No worker has been used yet." }
-        } @else {
-            div.scroll { table #workers {
-                thead { tr {
-                    th.num { "worker" } th { "holder" } th.num { "epoch" } th { "window end" } th { "floor" }
-                    th { "last heartbeat" }
-                } }
-                tbody {
-                    @for (worker, lease) in &page.workers {
-                        tr data-worker=(worker) class=[(lease.holder == Some(me)).then_some("self")] {
-                            td.num { (worker) }
-                            td {
-                                @match lease.holder {
-                                    Some(node) if node == me => { "node " (node) " " span.muted { "(this node)" } },
-                                    Some(node) => { "node " (node) },
-                                    None => span.muted { "free" },
-                                }
-                            }
-                            td.num { (lease.epoch) }
-                            td { (instant(page.now_ms, lease.window_end_ms)) }
-                            td { (instant(page.now_ms, lease.floor_ms)) }
-                            td { (instant(page.now_ms, lease.last_extend_ms)) }
-                        }
-                    }
-                }
-            } }
         }
     }
 }

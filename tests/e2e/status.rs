@@ -107,3 +107,35 @@ async fn the_status_page_shows_the_leader_every_member_and_a_tags_buffers() {
     })
     .await;
 }
+
+/// The time-sequence section: a namespace created through the CLI's client library, served by
+/// the node, shows its layout, its zone and this node's current range and count; the IDs served
+/// are unique.
+#[tokio::test]
+async fn the_status_page_shows_time_sequence_namespaces_and_this_nodes_ranges() {
+    let mut cluster = ProcessCluster::start(1);
+    cluster.wait_leader(TIMEOUT).await;
+    let client = cluster.client(1);
+    let namespace = leafraft_client::NewNamespace {
+        namespace: "orders".into(),
+        time_zone: Some("+08:00".into()),
+        description: Some("<i>orders</i>".into()),
+        ..Default::default()
+    };
+    client.create_namespace(&namespace).await.expect("create the namespace");
+    let ids = wait_until(TIMEOUT, "the node to serve time-sequence IDs", || async {
+        client.timeseq_ids("orders", 9, 40).await.map_err(|e| e.to_string())
+    })
+    .await;
+    let unique: std::collections::BTreeSet<u64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), 40, "{ids:?}");
+
+    let url = cluster.url(1);
+    let (_, html) = page(&url).await.expect("the page");
+    let ns = row(&html, "<tr data-namespace=\"orders\">").unwrap_or_else(|| panic!("the namespace row:\n{html}"));
+    assert!(ns.contains("<td>2020-01-01T00:00:00.000Z</td><td>+08:00</td><td>32/12/19</td>"), "layout: {ns}");
+    assert!(ns.contains("&lt;i&gt;orders&lt;/i&gt;"), "escaped: {ns}");
+    assert!(ns.contains("<td class=\"num\">40</td>"), "IDs issued: {ns}");
+    assert!(ns.contains("data-range=\"current\"") && ns.contains("data-range=\"pending\""), "ranges: {ns}");
+    assert!(html.contains("id=\"timeseq-counters\""), "counters:\n{html}");
+}

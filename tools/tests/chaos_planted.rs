@@ -80,6 +80,14 @@ async fn planted_shared_worker_is_caught_by_the_snowflake_checks() {
     assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
 }
 
+/// A time-sequence range served twice: the time-sequence checks (not the segment ones) fail.
+#[tokio::test(flavor = "multi_thread")]
+#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
+async fn planted_timeseq_serve_twice_is_caught() {
+    let text = assert_caught_by("timeseq-serve-twice", &["unique-timeseq-ids"]).await;
+    assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_run_without_a_planted_bug_passes() {
     let output = chaos(11, None).await;

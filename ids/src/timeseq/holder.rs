@@ -116,6 +116,7 @@ impl RangeHolder {
     }
 
     /// Takes up to `max` sequences of the slot's second, if that second has not passed at `now_s`.
+    #[inline]
     pub fn take(&self, now_s: u64, max: u64) -> Take {
         let slot = &self.slot;
         loop {

@@ -63,18 +63,22 @@ fn digits(max: u64) -> usize {
 }
 
 impl Layout {
+    #[inline]
     pub fn time_bits(&self) -> u8 {
         63u8.saturating_sub(self.shard_bits).saturating_sub(self.seq_bits)
     }
 
+    #[inline]
     pub fn max_shard(&self) -> u64 {
         (1u64 << self.shard_bits) - 1
     }
 
+    #[inline]
     pub fn max_sequence(&self) -> u64 {
         (1u64 << self.seq_bits) - 1
     }
 
+    #[inline]
     fn max_offset_s(&self) -> u64 {
         (1u64 << self.time_bits()) - 1
     }
@@ -87,6 +91,7 @@ impl Layout {
         digits(self.max_shard())
     }
 
+    #[inline]
     pub fn check_shard(&self, shard: u64) -> Result<(), LayoutError> {
         if shard > self.max_shard() {
             return Err(LayoutError::Shard { shard, max: self.max_shard() });
@@ -94,6 +99,7 @@ impl Layout {
         Ok(())
     }
 
+    #[inline]
     pub fn encode(&self, parts: Parts) -> Result<u64, LayoutError> {
         self.check_shard(parts.shard)?;
         if parts.sequence > self.max_sequence() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::cluster::ReplicationStatus;
+use crate::engine::timeseq::SecondRange;
 use crate::engine::IdRange;
 
 fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
@@ -87,6 +88,40 @@ fn page(cluster: ClusterStatus) -> Page {
             clock_checks: 40,
         },
         years_left: 52.9,
+        timeseq: timeseq::Section {
+            namespaces: vec![
+                timeseq::NamespaceRow {
+                    name: "orders".into(),
+                    record: raft::NamespaceRecord {
+                        epoch_s: 1_577_836_800,
+                        utc_offset_s: 28_800,
+                        shard_bits: 12,
+                        seq_bits: 19,
+                        description: "<b>orders</b>".into(),
+                        created_at_ms: 1_799_000_000_000,
+                    },
+                    ranges: Some(crate::timeseq::NamespaceState {
+                        current: Some(SecondRange { second: 1_800_000_000, start: 40, end: 100 }),
+                        pending: vec![SecondRange { second: 1_800_000_001, start: 0, end: 200 }],
+                        ids_issued: 1234,
+                        last_second_ids: 77,
+                    }),
+                },
+                timeseq::NamespaceRow {
+                    name: "idle-ns".into(),
+                    record: raft::NamespaceRecord {
+                        epoch_s: 1_577_836_800,
+                        utc_offset_s: 0,
+                        shard_bits: 10,
+                        seq_bits: 20,
+                        description: String::new(),
+                        created_at_ms: 1_799_000_000_000,
+                    },
+                    ranges: None,
+                },
+            ],
+            counters: vec![("claims", 5), ("exhausted_seconds", 1)],
+        },
     }
 }
 
@@ -140,4 +175,24 @@ fn a_follower_links_to_the_leader_for_replication() {
     let html = render(&not_ready);
     assert!(html.contains("not ready</span><span>no leader known"), "{html}");
     assert!(html.contains("<tr data-node=\"2\" data-role=\"voter\">"), "{html}");
+}
+
+#[test]
+fn the_page_shows_time_sequence_namespaces_with_layout_and_this_nodes_ranges() {
+    let html = render(&page(cluster(2, Some(2), true)));
+    assert!(html.contains("<tr data-namespace=\"orders\">"), "{html}");
+    assert!(html.contains("<td>2020-01-01T00:00:00.000Z</td><td>+08:00</td><td>32/12/19</td>"), "{html}");
+    assert!(html.contains("&lt;b&gt;orders&lt;/b&gt;"), "escaped description: {html}");
+    let current = "<td data-range=\"current\"><span title=\"2027-01-15T08:00:00.000Z\">08:00:00 [40, 100)</span></td>";
+    assert!(html.contains(current), "{html}");
+    assert!(html.contains("<td class=\"num\">60</td>"), "left in the current range: {html}");
+    assert!(html.contains("08:00:01 [0, 200)"), "the prefetched range: {html}");
+    assert!(html.contains("<td class=\"num\">1234</td><td class=\"num\">77</td>"), "{html}");
+    assert!(html.contains("<tr data-namespace=\"idle-ns\">"), "{html}");
+    assert!(html.contains("33/10/20"), "{html}");
+    assert!(html.contains("no ranges on this node yet"), "{html}");
+    assert!(html.contains("claims <b>5</b>") && html.contains("exhausted seconds <b>1</b>"), "{html}");
+    let mut empty = page(cluster(2, Some(2), true));
+    empty.timeseq = timeseq::Section::default();
+    assert!(render(&empty).contains("No namespaces yet"));
 }

@@ -1,11 +1,12 @@
-//! `leafraft id segment|snowflake` and `leafraft decode`: one request each (a command line that
-//! kept a local range would drop most of it on exit).
+//! `leafraft id segment|snowflake|timeseq` and `leafraft decode`: one request each (a command
+//! line that kept a local range would drop most of it on exit).
 
 use std::process::ExitCode;
 
 use leafraft_client::Client;
 
 use super::print_json;
+use super::Failure;
 use super::Outcome;
 use crate::cli::IdCommand;
 
@@ -13,6 +14,7 @@ pub async fn run(client: &Client, command: IdCommand) -> Outcome {
     let ids = match command {
         IdCommand::Segment { tag, count } => client.segment_ids(&tag, count).await?,
         IdCommand::Snowflake { count } => client.snowflake_ids(count).await?,
+        IdCommand::Timeseq(args) => return super::timeseq::ids(client, args).await,
     };
     let mut out = String::with_capacity(ids.len() * 20);
     for id in ids {
@@ -23,6 +25,13 @@ pub async fn run(client: &Client, command: IdCommand) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn decode(client: &Client, id: &str) -> Outcome {
-    print_json(&client.decode_snowflake(id).await?)
+/// A snowflake ID, or with `namespace` a time-sequence ID of either form.
+pub async fn decode(client: &Client, id: &str, namespace: Option<&str>) -> Outcome {
+    match namespace {
+        Some(namespace) => print_json(&client.decode_timeseq(namespace, id).await?),
+        None if id.bytes().all(|b| b.is_ascii_digit()) => print_json(&client.decode_snowflake(id).await?),
+        None => Err(Failure::Usage(format!(
+            "{id:?} is not a snowflake ID; a time-sequence ID (long or string form) needs --namespace NS"
+        ))),
+    }
 }

@@ -7,6 +7,7 @@ pub mod ids;
 pub mod ops;
 pub mod serve;
 pub mod tags;
+pub mod timeseq;
 pub mod workers;
 
 use std::process::ExitCode;
@@ -57,7 +58,8 @@ pub async fn run(command: Command) -> Outcome {
         Command::Cluster { client, command } => cluster::run(&connect(&client)?, command).await,
         Command::Tag { client, command } => tags::run(&connect(&client)?, command).await,
         Command::Id { client, command } => ids::run(&connect(&client)?, command).await,
-        Command::Decode { client, id } => ids::decode(&connect(&client)?, &id).await,
+        Command::Decode { client, id, namespace } => ids::decode(&connect(&client)?, &id, namespace.as_deref()).await,
+        Command::Timeseq { client, command } => timeseq::run(&connect(&client)?, command).await,
         Command::Worker { client, command } => workers::run(&connect(&client)?, command).await,
         Command::Health { client } => ops::health(&connect(&client)?).await,
         Command::Backup { client, out } => ops::backup(&connect(&client)?, &out).await,

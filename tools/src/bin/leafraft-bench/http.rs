@@ -111,6 +111,9 @@ fn parse_target(url: &str, ca: Option<&std::path::Path>) -> Result<Target, Strin
         format!("segment:{tag}")
     } else if let Some(rest) = route.strip_prefix("/v1/segment/") {
         format!("segment:{}", rest.trim_end_matches("/ranges"))
+    } else if let Some(ns) = route.strip_prefix("/api/timeseq/get/").or_else(|| route.strip_prefix("/v1/timeseq/")) {
+        // Both paths of one namespace hand out from one sequence space.
+        format!("timeseq:{ns}")
     } else if route.contains("snowflake") {
         "snowflake".to_string()
     } else {
@@ -366,6 +369,14 @@ mod tests {
         assert_eq!(parse_ids(br#"{"tag":"t","ranges":[{"start":"100","end":"110"}]}"#, &mut runs), 10);
         assert_eq!(parse_ids(br#"{"tag":"77","ids":["50"]}"#, &mut runs), 1);
         assert_eq!(runs, vec![(42, 45), (46, 47), (100, 110), (50, 51)]);
+    }
+
+    #[test]
+    fn both_time_sequence_paths_of_a_namespace_are_one_sequence() {
+        let text = parse_target("http://127.0.0.1:1/api/timeseq/get/orders?shard=7", None).map(|t| t.sequence);
+        let list = parse_target("http://127.0.0.1:1/v1/timeseq/orders?shard=1&count=1000", None).map(|t| t.sequence);
+        assert_eq!(text, Ok("timeseq:orders".to_string()));
+        assert_eq!(list, Ok("timeseq:orders".to_string()));
     }
 
     #[test]

@@ -19,6 +19,12 @@
 //!   consistent reads never go down in real time, unless a node was stopped gracefully shortly
 //!   before (giving back an unserved tail is the one legal decrease).
 //! - `ids-in-range`: every ID is in 1..=2^63-1 and every answer parsed.
+//! - `unique-timeseq-ids`, `timeseq-shard`, `timeseq-second`, `timeseq-order`: time-sequence IDs
+//!   ([`timeseq`]): unique per namespace, carrying the shard asked for and a second within the
+//!   clock faults' reach of the request's real time, and per node incarnation never a second
+//!   earlier than one it served before.
+
+mod timeseq;
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;
@@ -49,7 +55,7 @@ pub struct Check {
 }
 
 impl Check {
-    fn new(name: &'static str) -> Check {
+    pub(crate) fn new(name: &'static str) -> Check {
         Check { name, checked: 0, violations: 0, examples: Vec::new(), note: String::new() }
     }
 
@@ -67,7 +73,7 @@ impl Check {
         check
     }
 
-    fn violation(&mut self, describe: impl FnOnce() -> String) {
+    pub(crate) fn violation(&mut self, describe: impl FnOnce() -> String) {
         self.violations += 1;
         if self.examples.len() < EXAMPLES {
             self.examples.push(describe());
@@ -87,15 +93,19 @@ pub fn check(history: &History, layout: &Layout) -> Vec<Check> {
         max_id_covers_served(history),
         max_id_monotonic(history),
         ids_in_range(history),
+        timeseq::unique_ids(history),
+        timeseq::shard(history),
+        timeseq::second(history),
+        timeseq::order(history),
     ]
 }
 
-fn where_(op: &Op) -> String {
+pub(crate) fn where_(op: &Op) -> String {
     let who = op.incarnation.map(|inc| inc.to_string()).unwrap_or_else(|| format!("node {}", op.node));
     format!("{} on {who} at {:.3}s..{:.3}s", op.endpoint.name(), secs(op.start_us), secs(op.end_us))
 }
 
-fn secs(us: u64) -> f64 {
+pub(crate) fn secs(us: u64) -> f64 {
     us as f64 / 1e6
 }
 
@@ -165,17 +175,17 @@ fn unique_snowflake_ids(history: &History) -> Check {
 
 /// A request's IDs within one sequence: its real-time interval and smallest and largest ID.
 #[derive(Debug, Clone, Copy)]
-struct Span {
-    start_us: u64,
-    end_us: u64,
-    min: u64,
-    max: u64,
-    op: usize,
+pub(crate) struct Span {
+    pub start_us: u64,
+    pub end_us: u64,
+    pub min: u64,
+    pub max: u64,
+    pub op: usize,
 }
 
 /// Every pair where `a` was answered before `b` was sent and yet `b` got an ID not above `a`'s
 /// largest: O(n log n), by sweeping `b` in send order over the answers completed before it.
-fn real_time_order(spans: &mut [Span], mut report: impl FnMut(&Span, &Span)) {
+pub(crate) fn real_time_order(spans: &mut [Span], mut report: impl FnMut(&Span, &Span)) {
     let mut by_end: Vec<Span> = spans.to_vec();
     by_end.sort_unstable_by_key(|span| span.end_us);
     spans.sort_unstable_by_key(|span| span.start_us);
@@ -472,6 +482,14 @@ fn ids_in_range(history: &History) -> Check {
                     }
                 }
             }
+            Outcome::Timeseq { namespace, ids, .. } => {
+                for &id in ids {
+                    check.checked += 1;
+                    if id == 0 || id > i64::MAX as u64 {
+                        check.violation(|| format!("namespace {namespace}: bad ID {id} from {}", where_(op)));
+                    }
+                }
+            }
             Outcome::Malformed(answer) => {
                 check.checked += 1;
                 check.violation(|| format!("unparseable answer {answer:?} from {}", where_(op)));
@@ -579,6 +597,7 @@ mod tests {
             ],
             max_id_reads: vec![read(1, 300, 2002), read(1, 400, 3000)],
             graceful_stops_us: vec![],
+            started_unix_ms: 0,
         };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
@@ -680,6 +699,7 @@ mod tests {
             ops: vec![segment(1, 0, &[(1, 11)])],
             max_id_reads: vec![read(2, 100, 10)],
             graceful_stops_us: vec![],
+            started_unix_ms: 0,
         };
         assert_eq!(failing(&history), vec!["max-id-covers-served"]);
         // A read sent before the answer arrived may not see it yet.
@@ -687,22 +707,29 @@ mod tests {
             ops: vec![segment(1, 0, &[(1, 11)])],
             max_id_reads: vec![read(2, 5, 1)],
             graceful_stops_us: vec![],
+            started_unix_ms: 0,
         };
         assert_eq!(failing(&history), Vec::<&str>::new());
         // A local read may lag behind what another node served.
         let mut local = read(2, 100, 10);
         local.consistent = false;
-        let history =
-            History { ops: vec![segment(1, 0, &[(1, 11)])], max_id_reads: vec![local], graceful_stops_us: vec![] };
+        let history = History {
+            ops: vec![segment(1, 0, &[(1, 11)])],
+            max_id_reads: vec![local],
+            graceful_stops_us: vec![],
+            started_unix_ms: 0,
+        };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
 
     #[test]
     fn max_id_going_down_fails_unless_a_node_gave_its_tail_back() {
         let reads = vec![read(1, 0, 2000), read(1, 100, 1500)];
-        let history = History { ops: vec![], max_id_reads: reads.clone(), graceful_stops_us: vec![] };
+        let history =
+            History { ops: vec![], max_id_reads: reads.clone(), graceful_stops_us: vec![], started_unix_ms: 0 };
         assert_eq!(failing(&history), vec!["max-id-monotonic"]);
-        let history = History { ops: vec![], max_id_reads: reads, graceful_stops_us: vec![(50, 60)] };
+        let history =
+            History { ops: vec![], max_id_reads: reads, graceful_stops_us: vec![(50, 60)], started_unix_ms: 0 };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
 
@@ -713,10 +740,10 @@ mod tests {
     fn local_reads_are_judged_per_data_directory() {
         let local = |disk, at, max_id| MaxIdRead { consistent: false, disk, ..read(1, at, max_id) };
         let rebuilt = vec![local(0, 0, 2000), local(1, 100, 1)];
-        let history = History { ops: vec![], max_id_reads: rebuilt, graceful_stops_us: vec![] };
+        let history = History { ops: vec![], max_id_reads: rebuilt, graceful_stops_us: vec![], started_unix_ms: 0 };
         assert_eq!(failing(&history), Vec::<&str>::new());
         let same_disk = vec![local(1, 0, 2000), local(1, 100, 1)];
-        let history = History { ops: vec![], max_id_reads: same_disk, graceful_stops_us: vec![] };
+        let history = History { ops: vec![], max_id_reads: same_disk, graceful_stops_us: vec![], started_unix_ms: 0 };
         assert_eq!(failing(&history), vec!["max-id-monotonic"]);
     }
 

@@ -125,6 +125,16 @@ pub struct Plan {
     pub coin: bool,
 }
 
+/// The largest clock step (either way), the fastest drift and its longest hold: together, how
+/// far a node's clock can be from true time (the checker's bound on time-sequence seconds).
+pub const MAX_CLOCK_STEP_MS: i64 = 8000;
+pub const MAX_DRIFT_MS_PER_S: i64 = 40;
+pub const MAX_DRIFT_HOLD_MS: u64 = 15_000;
+
+/// How far a node's clock can be from true time under the clock faults: a step, or a drift for
+/// its whole hold (the two never overlap on one node: one clock lane).
+pub const MAX_CLOCK_ERROR_MS: u64 = MAX_CLOCK_STEP_MS as u64 + MAX_DRIFT_MS_PER_S as u64 * MAX_DRIFT_HOLD_MS / 1000;
+
 /// The two lanes of `seed`: clock faults run in their own lane, at the same time as the others, so a
 /// clock can be wrong while a leader dies or a partition heals.
 pub fn lanes(seed: u64, kinds: &[FaultKind]) -> (impl Iterator<Item = Plan>, impl Iterator<Item = Plan>) {
@@ -163,7 +173,7 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
                 rng.gen_range(1500..8000).max(MIN_PARTITION_HOLD_MS)
             }
             FaultKind::ClockStep => rng.gen_range(2000..10_000),
-            FaultKind::ClockDrift => rng.gen_range(4000..15_000),
+            FaultKind::ClockDrift => rng.gen_range(4000..MAX_DRIFT_HOLD_MS),
             FaultKind::Membership | FaultKind::GracefulRestart => rng.gen_range(0..1000),
             FaultKind::WholeRestart => rng.gen_range(200..2000),
             // About how long the rebuild takes here; the fault lasts at least this long.
@@ -171,8 +181,8 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
             FaultKind::LoseMajority => 15_000,
         };
         let amount_ms = match kind {
-            FaultKind::ClockStep => rng.gen_range(100..8000) * if rng.gen_bool(0.5) { 1 } else { -1 },
-            FaultKind::ClockDrift => rng.gen_range(2..40) * if rng.gen_bool(0.5) { 1 } else { -1 },
+            FaultKind::ClockStep => rng.gen_range(100..MAX_CLOCK_STEP_MS) * if rng.gen_bool(0.5) { 1 } else { -1 },
+            FaultKind::ClockDrift => rng.gen_range(2..MAX_DRIFT_MS_PER_S) * if rng.gen_bool(0.5) { 1 } else { -1 },
             _ => rng.gen_range(0..1000),
         };
         Some(Plan {

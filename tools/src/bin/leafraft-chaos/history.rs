@@ -32,15 +32,21 @@ pub enum Endpoint {
     SnowflakeList,
     /// `GET /api/snowflake/get/{key}` (Leaf)
     LeafSnowflake,
+    /// `GET /v1/timeseq/{ns}?shard=S&count=N`
+    TimeseqList,
+    /// `GET /api/timeseq/get/{ns}?shard=S` (Leaf-style)
+    LeafTimeseq,
 }
 
 impl Endpoint {
-    pub const ALL: [Endpoint; 5] = [
+    pub const ALL: [Endpoint; 7] = [
         Endpoint::SegmentList,
         Endpoint::SegmentRanges,
         Endpoint::LeafSegment,
         Endpoint::SnowflakeList,
         Endpoint::LeafSnowflake,
+        Endpoint::TimeseqList,
+        Endpoint::LeafTimeseq,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,7 +56,13 @@ impl Endpoint {
             Endpoint::LeafSegment => "/api/segment/get",
             Endpoint::SnowflakeList => "/v1/snowflake",
             Endpoint::LeafSnowflake => "/api/snowflake/get",
+            Endpoint::TimeseqList => "/v1/timeseq",
+            Endpoint::LeafTimeseq => "/api/timeseq/get",
         }
+    }
+
+    pub fn is_timeseq(self) -> bool {
+        matches!(self, Endpoint::TimeseqList | Endpoint::LeafTimeseq)
     }
 }
 
@@ -61,6 +73,8 @@ pub enum Outcome {
     Segment { tag: String, ranges: Vec<(u64, u64)> },
     /// Snowflake IDs in the order the answer listed them.
     Snowflake(Vec<u64>),
+    /// Long-form time-sequence IDs of `namespace`, asked for `shard`, in the answer's order.
+    Timeseq { namespace: String, shard: u64, ids: Vec<u64> },
     /// A definite refusal: an error code from the node, or a connection that was never made.
     Failed(String),
     /// No answer in time, or the connection broke mid-request: the IDs may have been issued.
@@ -103,6 +117,9 @@ pub struct History {
     /// When a node was being stopped gracefully, from SIGTERM to exit: it gives back its buffer
     /// tails, which may lower `max_id` to the first ID it never served.
     pub graceful_stops_us: Vec<(u64, u64)>,
+    /// The runner's wall clock (Unix ms) at time zero of the run: what time-sequence seconds are
+    /// compared with.
+    pub started_unix_ms: u64,
 }
 
 impl History {
@@ -119,6 +136,10 @@ impl History {
                 Outcome::Snowflake(ids) => {
                     row.ok += 1;
                     tally.snowflake_ids += ids.len() as u64;
+                }
+                Outcome::Timeseq { ids, .. } => {
+                    row.ok += 1;
+                    tally.timeseq_ids += ids.len() as u64;
                 }
                 Outcome::Failed(code) => {
                     row.failed += 1;
@@ -152,6 +173,7 @@ pub struct Tally {
     pub unknown: BTreeMap<String, u64>,
     pub segment_ids: u64,
     pub snowflake_ids: u64,
+    pub timeseq_ids: u64,
 }
 
 impl Tally {
@@ -170,5 +192,6 @@ impl Tally {
         }
         self.segment_ids += other.segment_ids;
         self.snowflake_ids += other.snowflake_ids;
+        self.timeseq_ids += other.timeseq_ids;
     }
 }

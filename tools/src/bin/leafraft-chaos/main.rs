@@ -363,7 +363,7 @@ async fn drive(
     let RunPlan { clients: n_clients, kinds, seed, size, duration, snowflake_quota } = *run;
     nodes.start_initial(size)?;
     record.event(nodes, format!("started {size} nodes"));
-    wait_serving(nodes, Duration::from_secs(60), false, 0)
+    wait_serving(nodes, Duration::from_secs(60), false, false, 0)
         .await
         .map_err(anyhow::Error::msg)
         .context("cluster formation")?;
@@ -374,7 +374,12 @@ async fn drive(
             .await
             .with_context(|| format!("create tag {tag}"))?;
     }
-    wait_serving(nodes, Duration::from_secs(60), true, snowflake_quota)
+    let namespace = json!({"namespace": workload::TIMESEQ_NAMESPACE});
+    nodes
+        .admin(reqwest::Method::POST, "/v1/timeseq", Some(namespace))
+        .await
+        .context("create the time-sequence namespace")?;
+    wait_serving(nodes, Duration::from_secs(60), true, true, snowflake_quota)
         .await
         .map_err(anyhow::Error::msg)
         .context("first IDs")?;
@@ -405,14 +410,25 @@ async fn drive(
         }
     }
     let healed = Instant::now();
+    // A cluster recovered from a survivor claims no second before its floor, about 70 s after the
+    // recovery (`leafraft recover`'s default margin): time-sequence IDs are awaited only without one.
+    let timeseq = record.recoveries_from_survivors.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+    if !timeseq {
+        record.event(nodes, "time-sequence IDs not awaited: a recovered cluster refuses seconds below its floor");
+    }
     let final_recovery =
-        wait_serving(nodes, FINAL_RECOVERY_DEADLINE, true, snowflake_quota).await.map(|()| healed.elapsed());
+        wait_serving(nodes, FINAL_RECOVERY_DEADLINE, true, timeseq, snowflake_quota).await.map(|()| healed.elapsed());
     match &final_recovery {
         Ok(took) => record.event(nodes, format!("every node serves again, {:.3}s after healing", took.as_secs_f64())),
         Err(why) => record.event(nodes, format!("FINAL RECOVERY FAILED: {why}")),
     }
     let _ = stop_tx.send(true);
     let mut history = History::default();
+    let since_start = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let now_unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    history.started_unix_ms = now_unix_ms.saturating_sub(since_start);
     for client in clients {
         history.ops.extend(client.await??);
     }
@@ -428,14 +444,23 @@ async fn drive(
 }
 
 /// Waits until every node answers `/readyz` (and, with `ids`, a segment ID of every tag, and
-/// `snowflake_quota` nodes a snowflake ID: there may be fewer workers than nodes), or answers what
-/// was still missing.
-async fn wait_serving(nodes: &Nodes, deadline: Duration, ids: bool, snowflake_quota: usize) -> Result<(), String> {
+/// `snowflake_quota` nodes a snowflake ID: there may be fewer workers than nodes; with `timeseq`,
+/// a time-sequence ID), or answers what was still missing.
+async fn wait_serving(
+    nodes: &Nodes,
+    deadline: Duration,
+    ids: bool,
+    timeseq: bool,
+    snowflake_quota: usize,
+) -> Result<(), String> {
     let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().map_err(|e| e.to_string())?;
     let until = Instant::now() + deadline;
     let mut paths = vec!["/readyz".to_string()];
     if ids {
         paths.extend(workload::TAGS.iter().map(|(tag, _)| format!("/v1/segment/{tag}")));
+    }
+    if timeseq {
+        paths.push(format!("/v1/timeseq/{}?shard=0", workload::TIMESEQ_NAMESPACE));
     }
     let mut serving = std::collections::BTreeSet::new();
     let mut snowflake = std::collections::BTreeSet::new();
@@ -539,7 +564,8 @@ fn print_report(summary: &Summary, record: &Record) {
     for (endpoint, row) in &summary.tally.by_endpoint {
         println!("  {endpoint:<22} {:>9} / {:>7} / {:>6}", row.ok, row.failed, row.unknown);
     }
-    println!("IDs acknowledged: segment {}, snowflake {}", summary.tally.segment_ids, summary.tally.snowflake_ids);
+    let t = &summary.tally;
+    println!("IDs acknowledged: segment {}, snowflake {}, timeseq {}", t.segment_ids, t.snowflake_ids, t.timeseq_ids);
     let errors: Vec<String> = summary.tally.errors.iter().map(|(code, n)| format!("{code} {n}")).collect();
     println!("errors by code: {}", if errors.is_empty() { "none".into() } else { errors.join(", ") });
     let unknown: Vec<String> = summary.tally.unknown.iter().map(|(why, n)| format!("{why} {n}")).collect();
@@ -581,18 +607,21 @@ fn markdown(summaries: &[Summary]) -> String {
         passed,
         summaries.iter().map(|s| s.duration.as_secs_f64()).sum::<f64>() / 60.0
     ));
-    out.push_str("| seed | nodes | faults injected | segment IDs | snowflake IDs | new leader p50 / max | result |\n");
-    out.push_str("| ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
+    out.push_str(
+        "| seed | nodes | faults injected | segment IDs | snowflake IDs | timeseq IDs | new leader p50 / max | result |\n",
+    );
+    out.push_str("| ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n");
     for s in summaries {
         let mut took: Vec<Duration> = s.recoveries.iter().filter_map(|r| r.took).collect();
         took.sort();
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {:.2} s / {:.2} s | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {:.2} s / {:.2} s | {} |\n",
             s.seed,
             s.nodes,
             s.faults.values().sum::<u64>(),
             s.tally.segment_ids,
             s.tally.snowflake_ids,
+            s.tally.timeseq_ids,
             percentile(&took, 0.5).as_secs_f64(),
             took.last().copied().unwrap_or_default().as_secs_f64(),
             if s.passed { "PASS" } else { "FAIL" }
@@ -611,8 +640,8 @@ fn markdown(summaries: &[Summary]) -> String {
     out.push_str("\n**Faults:** ");
     out.push_str(&faults.iter().map(|(k, n)| format!("{} {n}", k.name())).collect::<Vec<_>>().join(", "));
     out.push_str(&format!(
-        "\n\n**IDs checked:** {} segment, {} snowflake.\n\n**Requests (ok / failed / unknown):** ",
-        tally.segment_ids, tally.snowflake_ids
+        "\n\n**IDs checked:** {} segment, {} snowflake, {} time-sequence.\n\n**Requests (ok / failed / unknown):** ",
+        tally.segment_ids, tally.snowflake_ids, tally.timeseq_ids
     ));
     out.push_str(
         &tally

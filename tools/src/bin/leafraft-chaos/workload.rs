@@ -28,6 +28,12 @@ pub const TAGS: [(&str, u64); 3] = [("chaos-small", 20), ("chaos-leaf", 1000), (
 /// The tag created with `"mode":"monotonic"`; it has no `/ranges`.
 pub const MONOTONIC_TAG: &str = "chaos-monotonic";
 
+/// The time-sequence namespace of a run (the default layout: 32 time, 12 shard, 19 sequence bits).
+pub const TIMESEQ_NAMESPACE: &str = "chaos-ts";
+
+/// The shards the clients ask for: both ends and a few between.
+const SHARDS: [u64; 5] = [0, 1, 7, 1000, 4095];
+
 /// How long a client waits for an answer before calling it unknown.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -62,9 +68,14 @@ pub async fn client(
             Endpoint::SegmentList => [1, 1, 5, 100][rng.gen_range(0..4)],
             Endpoint::SegmentRanges => rng.gen_range(1..=1000),
             Endpoint::SnowflakeList => rng.gen_range(1..=50),
-            Endpoint::LeafSegment | Endpoint::LeafSnowflake => 1,
+            Endpoint::TimeseqList => [1, 1, 10, 500][rng.gen_range(0..4)],
+            Endpoint::LeafSegment | Endpoint::LeafSnowflake | Endpoint::LeafTimeseq => 1,
         };
-        let op = call(&http, target, endpoint, tag, count, started).await;
+        let (tag, shard) = match endpoint.is_timeseq() {
+            true => (TIMESEQ_NAMESPACE, SHARDS[rng.gen_range(0..SHARDS.len())]),
+            false => (tag, 0),
+        };
+        let op = call(&http, target, endpoint, (tag, shard), count, started).await;
         // A refused connection comes back at once; without a pause a client would spend the run
         // on a dead node instead of the live ones.
         if matches!(&op.outcome, Outcome::Failed(code) if code == "CONNECT") {
@@ -83,7 +94,7 @@ async fn call(
     http: &reqwest::Client,
     target: &Target,
     endpoint: Endpoint,
-    tag: &str,
+    (tag, shard): (&str, u64),
     count: u64,
     started: Instant,
 ) -> Op {
@@ -94,6 +105,8 @@ async fn call(
         Endpoint::LeafSegment => format!("{url}/api/segment/get/{tag}"),
         Endpoint::SnowflakeList => format!("{url}/v1/snowflake?count={count}"),
         Endpoint::LeafSnowflake => format!("{url}/api/snowflake/get/chaos"),
+        Endpoint::TimeseqList => format!("{url}/v1/timeseq/{tag}?shard={shard}&count={count}"),
+        Endpoint::LeafTimeseq => format!("{url}/api/timeseq/get/{tag}?shard={shard}"),
     };
     let before = target.incarnation();
     let start_us = micros(started);
@@ -104,7 +117,7 @@ async fn call(
             let status = answer.status();
             match answer.text().await {
                 Err(e) => transport_outcome(&e),
-                Ok(body) => parse(endpoint, tag, status, &body),
+                Ok(body) => parse(endpoint, (tag, shard), status, &body),
             }
         }
     };
@@ -131,13 +144,17 @@ fn transport_outcome(e: &reqwest::Error) -> Outcome {
     }
 }
 
-fn parse(endpoint: Endpoint, tag: &str, status: reqwest::StatusCode, body: &str) -> Outcome {
-    let leaf = matches!(endpoint, Endpoint::LeafSegment | Endpoint::LeafSnowflake);
+fn parse(endpoint: Endpoint, (tag, shard): (&str, u64), status: reqwest::StatusCode, body: &str) -> Outcome {
+    let leaf = matches!(endpoint, Endpoint::LeafSegment | Endpoint::LeafSnowflake | Endpoint::LeafTimeseq);
     if !status.is_success() {
         if leaf {
             // Leaf's errors: `Result{id=-3, status=EXCEPTION}`.
             let code = body.split("id=").nth(1).and_then(|rest| rest.split(',').next()).unwrap_or("?");
-            let kind = if endpoint == Endpoint::LeafSegment { "LEAF_SEGMENT" } else { "LEAF_SNOWFLAKE" };
+            let kind = match endpoint {
+                Endpoint::LeafSegment => "LEAF_SEGMENT",
+                Endpoint::LeafTimeseq => "LEAF_TIMESEQ",
+                _ => "LEAF_SNOWFLAKE",
+            };
             return Outcome::Failed(format!("{kind}_{code}"));
         }
         let code = serde_json::from_str::<Value>(body)
@@ -181,6 +198,14 @@ fn parse(endpoint: Endpoint, tag: &str, status: reqwest::StatusCode, body: &str)
         Endpoint::SnowflakeList => match id_list(body) {
             Some(ids) => Outcome::Snowflake(ids),
             None => malformed(),
+        },
+        Endpoint::TimeseqList => match id_list(body) {
+            Some(ids) => Outcome::Timeseq { namespace: tag.into(), shard, ids },
+            None => malformed(),
+        },
+        Endpoint::LeafTimeseq => match body.trim().parse::<u64>() {
+            Ok(id) => Outcome::Timeseq { namespace: tag.into(), shard, ids: vec![id] },
+            Err(_) => malformed(),
         },
     }
 }

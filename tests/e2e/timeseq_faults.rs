@@ -1,0 +1,322 @@
+//! Time-sequence IDs across real processes under faults (SPEC.md §4a, issue 13 acceptance 2):
+//! the leader killed with SIGKILL under load from every node, and a node cut off from both peers
+//! (SIGSTOP) that serves only from the ranges it holds, then answers 503. Every ID served in a
+//! test, before, during and after the fault, is unique per namespace.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use reqwest::Method;
+use reqwest::StatusCode;
+use serde_json::Value;
+
+use crate::harness::wait_until;
+use crate::harness::ProcessCluster;
+use crate::snowflake_ids::now_ms;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+const SEQ_BITS: u64 = 19;
+const SHARD_BITS: u64 = 12;
+const EPOCH_S: u64 = 1_577_836_800;
+
+/// (Unix second, shard, sequence) of a long ID of the default layout.
+fn parts(id: u64) -> (u64, u64, u64) {
+    (EPOCH_S + (id >> (SEQ_BITS + SHARD_BITS)), (id >> SEQ_BITS) & ((1 << SHARD_BITS) - 1), id & ((1 << SEQ_BITS) - 1))
+}
+
+/// Everything the takers got: (node, shard asked, ID), and the failures by code.
+#[derive(Default)]
+struct Served {
+    ids: Mutex<Vec<(u64, u64, u64)>>,
+    per_node: [AtomicU64; 4],
+    errors: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Served {
+    fn count(&self, node: u64) -> u64 {
+        self.per_node[node as usize].load(SeqCst)
+    }
+
+    fn add(&self, node: u64, shard: u64, ids: &[u64]) {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner()).extend(ids.iter().map(|&id| (node, shard, id)));
+        self.per_node[node as usize].fetch_add(ids.len() as u64, SeqCst);
+    }
+
+    fn failed(&self, code: String) {
+        *self.errors.lock().unwrap_or_else(|e| e.into_inner()).entry(code).or_default() += 1;
+    }
+
+    /// Asserts every ID is unique and carries the shard it was asked for; answers how many.
+    fn check(&self) -> usize {
+        let ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sorted: Vec<(u64, u64, u64)> = ids.iter().map(|&(node, shard, id)| (id, node, shard)).collect();
+        sorted.sort_unstable();
+        for pair in sorted.windows(2) {
+            assert_ne!(pair[0].0, pair[1].0, "ID {} handed out twice: {:?} and {:?}", pair[0].0, pair[0], pair[1]);
+        }
+        for (id, node, shard) in &sorted {
+            assert_eq!(parts(*id).1, *shard, "node {node} answered {id} for shard {shard}");
+        }
+        sorted.len()
+    }
+}
+
+/// One request for IDs: `/v1/timeseq/{ns}` (count > 0) or Leaf's text path (count 0).
+async fn take(http: &reqwest::Client, url: &str, ns: &str, shard: u64, count: u64) -> Result<Vec<u64>, String> {
+    let path = match count {
+        0 => format!("{url}/api/timeseq/get/{ns}?shard={shard}"),
+        n => format!("{url}/v1/timeseq/{ns}?shard={shard}&count={n}"),
+    };
+    let answer = http.get(&path).send().await.map_err(|e| if e.is_connect() { "CONNECT" } else { "TRANSPORT" })?;
+    let status = answer.status();
+    let body = answer.text().await.map_err(|_| "TRANSPORT".to_string())?;
+    match (status, count) {
+        (StatusCode::OK, 0) => body.trim().parse().map(|id| vec![id]).map_err(|_| format!("not an ID: {body}")),
+        (StatusCode::OK, _) => {
+            let json: Value = serde_json::from_str(&body).map_err(|_| format!("not JSON: {body}"))?;
+            let ids = json["ids"].as_array().ok_or_else(|| format!("no ids: {body}"))?;
+            ids.iter()
+                .map(|id| id.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| format!("bad ID {id}")))
+                .collect()
+        }
+        (_, 0) => Err(format!("LEAF {body}")),
+        _ => {
+            let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            Err(json["error"]["code"].as_str().map_or_else(|| format!("HTTP {status}"), str::to_string))
+        }
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("HTTP client")
+}
+
+async fn create(cluster: &mut ProcessCluster, node: u64, ns: &str) {
+    let body = format!(r#"{{"namespace":"{ns}"}}"#);
+    let created = cluster.request(node, Method::POST, "/v1/timeseq", Some(&body), None).await;
+    assert_eq!(created.0, StatusCode::CREATED, "{created:?}");
+}
+
+/// Waits until `node` serves an ID of `ns` (its first peer clock check may still be due).
+async fn wait_serving(cluster: &mut ProcessCluster, node: u64, ns: &str, served: &Served) {
+    let url = cluster.url(node);
+    let http = http();
+    let ids = wait_until(TIMEOUT, &format!("node {node} to serve {ns}"), || take(&http, &url, ns, 1, 1)).await;
+    served.add(node, 1, &ids);
+}
+
+/// A taker: requests of one ID, of a batch and on Leaf's path in turn, over several shards,
+/// against one node, until `stop`; done once its last request is answered and recorded.
+fn spawn_taker(
+    url: String,
+    node: u64,
+    ns: &'static str,
+    seed: u64,
+    served: Arc<Served>,
+    stop: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let http = http();
+        let shards = [0, 1, 7, 100, 4095];
+        let counts = [1, 0, 20, 1, 300];
+        let mut round = seed;
+        while !stop.load(SeqCst) {
+            round += 1;
+            let shard = shards[(round % 5) as usize];
+            match take(&http, &url, ns, shard, counts[(round / 5 % 5) as usize]).await {
+                Ok(ids) => served.add(node, shard, &ids),
+                Err(code) => {
+                    if code == "CONNECT" {
+                        // A killed node refuses at once: pace the retries instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    served.failed(code);
+                }
+            }
+        }
+    })
+}
+
+/// Waits until `node` has served `more` IDs beyond `from`.
+async fn wait_more(served: &Served, node: u64, from: u64, more: u64, what: &str) {
+    wait_until(TIMEOUT, what, || async {
+        let now = served.count(node);
+        if now >= from + more {
+            Ok(())
+        } else {
+            Err(format!("node {node} served {} of {more}; errors {:?}", now - from, served.errors.lock().unwrap()))
+        }
+    })
+    .await
+}
+
+/// Three takers on every node, single IDs, batches and Leaf's path over five shards; the leader
+/// is killed with SIGKILL under that load. The survivors serve again once a new leader commits
+/// their claims, the killed node serves again after its restart, and every ID is unique.
+#[tokio::test]
+async fn a_leader_killed_under_load_loses_no_uniqueness() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    create(&mut cluster, leader, "load").await;
+    let served = Arc::new(Served::default());
+    for node in [1, 2, 3] {
+        wait_serving(&mut cluster, node, "load", &served).await;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut takers = Vec::new();
+    for node in [1u64, 2, 3] {
+        for taker in 0..3 {
+            let url = cluster.url(node);
+            takers.push(spawn_taker(url, node, "load", taker * 7, Arc::clone(&served), Arc::clone(&stop)));
+        }
+    }
+    for node in [1, 2, 3] {
+        wait_more(&served, node, 0, 5_000, "load on every node before the kill").await;
+    }
+
+    let before: Vec<u64> = (0..=3).map(|node| served.count(node)).collect();
+    let killed_at = Instant::now();
+    cluster.kill(leader);
+    let new_leader = cluster.wait_leader(TIMEOUT).await;
+    let elected = killed_at.elapsed();
+    let survivors: Vec<u64> = [1, 2, 3].into_iter().filter(|&n| n != leader).collect();
+    for &node in &survivors {
+        wait_more(&served, node, served.count(node), 5_000, "the survivors to serve after the kill").await;
+    }
+    let resumed = killed_at.elapsed();
+    cluster.restart(leader);
+    cluster.wait_ready(leader, TIMEOUT).await;
+    wait_more(&served, leader, served.count(leader), 2_000, "the restarted node to serve again").await;
+    stop.store(true, SeqCst);
+    for taker in takers {
+        taker.await.expect("a taker");
+    }
+
+    let unique = served.check();
+    println!(
+        "leader {leader} killed after {before:?} IDs per node; node {new_leader} led after {elected:?}, both \
+         survivors served 5,000 more within {resumed:?}; {unique} unique IDs in all; failures {:?}",
+        served.errors.lock().unwrap_or_else(|e| e.into_inner())
+    );
+    assert!(elected < Duration::from_secs(5), "a new leader took {elected:?}");
+}
+
+/// `"second:start-end"` of a namespace view.
+fn range_of(text: &str) -> Option<(u64, u64, u64)> {
+    let (second, rest) = text.split_once(':')?;
+    let (start, end) = rest.split_once('-')?;
+    Some((second.parse().ok()?, start.parse().ok()?, end.parse().ok()?))
+}
+
+/// The ranges `node` holds for `ns` (the one being served, then the claimed ones waiting).
+async fn held(cluster: &mut ProcessCluster, node: u64, ns: &str) -> Vec<(u64, u64, u64)> {
+    let (status, view) = cluster.request(node, Method::GET, &format!("/v1/timeseq/{ns}"), None, None).await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    let ranges = &view["ranges"];
+    let current = ranges["current"].as_str().and_then(range_of);
+    let pending = ranges["pending"].as_array().into_iter().flatten().filter_map(|r| r.as_str().and_then(range_of));
+    current.into_iter().chain(pending).collect()
+}
+
+/// A follower warmed up until it holds the next second's range; both peers are paused with
+/// SIGSTOP. Alone, it hands out only sequences of the ranges it held, for no later second than
+/// the prefetched one, then answers 503 `NO_LEADER` (Leaf's path: `-3`) within the bounded wait,
+/// again and again. After SIGCONT it serves again, and every ID of the test is unique.
+#[tokio::test]
+async fn a_node_without_quorum_serves_its_held_ranges_then_stops() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let alone = [1, 2, 3].into_iter().find(|&n| n != leader).expect("a follower");
+    let peers: Vec<u64> = [1, 2, 3].into_iter().filter(|&n| n != alone).collect();
+    create(&mut cluster, leader, "minority").await;
+    let served = Arc::new(Served::default());
+    wait_serving(&mut cluster, alone, "minority", &served).await;
+
+    // Warm up until the next second's range is held (claimed from mid-second on).
+    let stop = Arc::new(AtomicBool::new(false));
+    let url = cluster.url(alone);
+    let taker = spawn_taker(url.clone(), alone, "minority", 0, Arc::clone(&served), Arc::clone(&stop));
+    let prefetched = wait_until(TIMEOUT, "the next second's range to be held", || {
+        let url = url.clone();
+        async move {
+            let view: Value = reqwest::get(format!("{url}/v1/timeseq/minority"))
+                .await
+                .map_err(|e| e.to_string())?
+                .json()
+                .await
+                .map_err(|e| e.to_string())?;
+            let next = now_ms() / 1000 + 1;
+            let pending = view["ranges"]["pending"].as_array().cloned().unwrap_or_default();
+            match pending.iter().filter_map(|r| r.as_str().and_then(range_of)).find(|r| r.0 >= next) {
+                Some(range) => Ok(range),
+                None => Err(format!("ranges {}", view["ranges"])),
+            }
+        }
+    })
+    .await;
+    stop.store(true, SeqCst);
+    // The taker's last request ends before the peers stop: nothing else asks the node.
+    taker.await.expect("the warm-up taker");
+    let http = http();
+    let warm = served.count(alone);
+    for &peer in &peers {
+        cluster.signal(peer, libc::SIGSTOP);
+    }
+    let stopped_s = now_ms() / 1000;
+    let holding = held(&mut cluster, alone, "minority").await;
+    println!("node {alone} alone (peers {peers:?} paused) prefetched {prefetched:?}, holds {holding:?}");
+    assert!(holding.iter().all(|r| r.0 <= stopped_s + 1), "held beyond the next second: {holding:?}");
+
+    // Alone: one ID per request (Leaf's path every other one), until the first failure.
+    let mut alone_ids = Vec::new();
+    let mut round = 0u64;
+    let (code, took) = loop {
+        round += 1;
+        let count = round % 2;
+        let sent = Instant::now();
+        match take(&http, &url, "minority", 3, count).await {
+            Ok(ids) => alone_ids.extend(ids),
+            Err(code) => break (code, sent.elapsed()),
+        }
+        assert!(now_ms() / 1000 <= stopped_s + 3, "node {alone} still serves alone: {} IDs", alone_ids.len());
+    };
+    println!("alone, node {alone} served {} IDs, then {code:?} in {took:?}", alone_ids.len());
+    for &id in &alone_ids {
+        let (second, _, sequence) = parts(id);
+        let within = holding.iter().any(|&(s, start, end)| s == second && (start..end).contains(&sequence));
+        assert!(within, "node {alone} served {id} ({second}, {sequence}) alone, outside what it held: {holding:?}");
+    }
+    served.add(alone, 3, &alone_ids);
+    let expected = ["NO_LEADER", "LEAF Result{id=-3, status=EXCEPTION}"];
+    assert!(expected.contains(&code.as_str()), "the first failure alone: {code}");
+    assert!(took < Duration::from_millis(2_500), "the bounded wait took {took:?}");
+    for count in [1, 0, 50] {
+        let sent = Instant::now();
+        let answer = take(&http, &url, "minority", 3, count).await;
+        assert!(matches!(&answer, Err(code) if expected.contains(&code.as_str())), "alone, count {count}: {answer:?}");
+        assert!(sent.elapsed() < Duration::from_millis(2_500), "count {count} took {:?}", sent.elapsed());
+    }
+
+    for &peer in &peers {
+        cluster.signal(peer, libc::SIGCONT);
+    }
+    let back = Instant::now();
+    let again =
+        wait_until(TIMEOUT, "the node to serve again with its peers back", || take(&http, &url, "minority", 3, 1))
+            .await;
+    println!("node {alone} served again {:?} after SIGCONT ({warm} IDs before the pause)", back.elapsed());
+    served.add(alone, 3, &again);
+    for node in [1, 2, 3] {
+        let url = cluster.url(node);
+        let ids = wait_until(TIMEOUT, "every node to serve", || take(&http, &url, "minority", 3, 500)).await;
+        served.add(node, 3, &ids);
+    }
+    let unique = served.check();
+    println!("{unique} unique IDs in all");
+}
