@@ -47,6 +47,9 @@ async fn a_second_cluster_on_the_same_hosts_cannot_join_vote_or_append() {
     let (a_id, _) = cluster_id(&mut a, a_leader).await;
     let (b_id, b_status) = cluster_id(&mut b, 3).await;
     assert_ne!(a_id, b_id);
+    // B's node 1 must know its cluster ID too, or it refuses A's hello as meant for another node
+    // (node 4) before it can compare clusters, and the refusal names no cluster.
+    cluster_id(&mut b, 1).await;
 
     // (1) Join.
     let body = format!(r#"{{"node_id":4,"addr":"{}"}}"#, b.addr(1));
