@@ -8,6 +8,7 @@
 //! of it (unit-tested). The page is a maud template: every value is escaped by construction, and
 //! markup can only come from the template itself, so no tag description can break the page.
 
+use axum::extract::Query;
 use axum::extract::State;
 use axum::http::header::CACHE_CONTROL;
 use axum::response::Html;
@@ -19,24 +20,14 @@ use maud::DOCTYPE;
 
 use crate::api::AppState;
 use crate::cluster::ClusterStatus;
-use crate::engine::IdRange;
-use crate::segments::BufferState;
 use crate::snowflakes::SnowflakeStatus;
 
 mod snowflake;
+mod tags;
 pub mod timeseq;
 
-/// One tag as the page shows it.
-#[derive(Debug, Clone)]
-pub struct TagRow {
-    pub tag: String,
-    pub max_id: u64,
-    pub step: u64,
-    pub description: String,
-    pub updated_at_ms: u64,
-    /// This node's buffers (`None` until it has served the tag).
-    pub buffers: Option<BufferState>,
-}
+pub use tags::TagRow;
+pub use tags::MAX_TAG_ROWS;
 
 /// Everything the page shows, read at one moment.
 #[derive(Debug, Clone)]
@@ -46,7 +37,13 @@ pub struct Page {
     pub cluster: ClusterStatus,
     /// `Err(reason)` while this node is not ready.
     pub ready: Result<(), String>,
+    /// At most [`MAX_TAG_ROWS`]: every tag when there are no more, else the busiest on this node
+    /// or the ones `tag_search` finds.
     pub tags: Vec<TagRow>,
+    /// How many tags the cluster has.
+    pub tag_count: usize,
+    /// What the search box asked for (`?tag=`).
+    pub tag_search: Option<String>,
     pub layout: Option<raft::SnowflakeLayout>,
     pub workers: Vec<(u32, raft::WorkerLease)>,
     pub snowflake: SnowflakeStatus,
@@ -55,36 +52,20 @@ pub struct Page {
 }
 
 impl Page {
-    pub fn gather(state: &AppState) -> Page {
-        let (tags, layout, workers) = state.cluster.read(|sm| {
-            let tags: Vec<TagRow> = sm
-                .tags
-                .iter()
-                .map(|(tag, record)| TagRow {
-                    tag: tag.clone(),
-                    max_id: record.max_id,
-                    step: record.step,
-                    description: record.description.clone(),
-                    updated_at_ms: record.updated_at_ms,
-                    buffers: None,
-                })
-                .collect();
+    pub fn gather(state: &AppState, tag_search: Option<String>) -> Page {
+        let (tags, tag_count) = tags::gather(state, tag_search.as_deref());
+        let (layout, workers) = state.cluster.read(|sm| {
             let workers = sm.snowflake.workers.iter().map(|(id, lease)| (*id, lease.clone())).collect();
-            (tags, sm.snowflake.layout, workers)
+            (sm.snowflake.layout, workers)
         });
-        let tags = tags
-            .into_iter()
-            .map(|mut row| {
-                row.buffers = state.segments.view(&row.tag);
-                row
-            })
-            .collect();
         Page {
             now_ms: crate::clock::now_ms(),
             version: env!("CARGO_PKG_VERSION"),
             cluster: state.cluster.status(),
             ready: state.cluster.readiness(),
             tags,
+            tag_count,
+            tag_search,
             layout,
             workers,
             snowflake: state.snowflakes.status(),
@@ -103,11 +84,24 @@ impl Page {
     description = "A page for people: members with role, address, matched index and lag (on the leader), the \
                    leader, term and log indexes; tags with max_id, step, this node's buffers and IDs/s; snowflake \
                    workers with holder, epoch and window, and this node's clock offset; time-sequence namespaces \
-                   with their layout and this node's ranges. Reloads itself every 2 s.",
+                   with their layout and this node's ranges. Reloads itself every 2 s. With more than 100 tags it \
+                   shows this node's busiest, and `?tag=` finds others by name.",
+    params(("tag" = Option<String>, Query, description = "Show the tags whose name contains this")),
     responses((status = 200, description = "The status page", content_type = "text/html; charset=utf-8", body = String))
 )]
-pub async fn page(State(state): State<AppState>) -> impl IntoResponse {
-    ([(CACHE_CONTROL, "no-store")], Html(render(&Page::gather(&state))))
+pub async fn page(
+    State(state): State<AppState>,
+    search: Result<Query<StatusParams>, axum::extract::rejection::QueryRejection>,
+) -> impl IntoResponse {
+    // A malformed query string shows the page without a search rather than an error page.
+    let tag_search = search.ok().and_then(|Query(params)| params.tag).filter(|tag| !tag.is_empty());
+    ([(CACHE_CONTROL, "no-store")], Html(render(&Page::gather(&state, tag_search))))
+}
+
+/// `GET /?tag=...`: the search box.
+#[derive(Debug, serde::Deserialize)]
+pub struct StatusParams {
+    tag: Option<String>,
 }
 
 /// Inline CSS, so the page needs no other request.
@@ -130,7 +124,7 @@ pub fn render(page: &Page) -> String {
                 (header(page))
                 main {
                     (members(page))
-                    (tags(page))
+                    (tags::section(page))
                     (snowflake::section(page))
                     (timeseq::section(&page.timeseq))
                 }
@@ -170,7 +164,7 @@ fn pill(role: &str) -> Markup {
     html! { span class={ "pill " (class) } { (role) } }
 }
 
-fn or_dash(value: Option<impl std::fmt::Display>) -> String {
+pub(super) fn or_dash(value: Option<impl std::fmt::Display>) -> String {
     value.map_or("–".to_string(), |v| v.to_string())
 }
 
@@ -237,70 +231,6 @@ fn member_row(c: &ClusterStatus, id: u64, addr: &str) -> Markup {
 }
 
 /// `[start, end)` of a range.
-fn range(range: Option<IdRange>) -> String {
-    range.map_or("–".to_string(), |r| format!("[{}, {})", r.start, r.end))
-}
-
-fn tags(page: &Page) -> Markup {
-    html! {
-        h2 { "Tags " span.muted { "(" (page.tags.len()) ")" } }
-        @if page.tags.is_empty() {
-            p.muted { "No tags yet: " code { "leafraft tag create NAME" } "." }
-        } @else {
-            div.scroll { table #tags {
-                thead { tr {
-                    th { "tag" } th.num { "max_id" } th.num { "step" } th { "description" }
-                    th { "current segment" } th.num { "cursor" } th { "used" } th { "next segment" }
-                    th.num { "claim step" } th.num { "claims" } th.num { "waits" } th.num { "IDs issued" }
-                    th.num { "IDs/s" } th { "last claim" }
-                } }
-                tbody { @for row in &page.tags { (tag_row(page.now_ms, row)) } }
-            } }
-        }
-    }
-}
-
-fn tag_row(now_ms: u64, row: &TagRow) -> Markup {
-    html! {
-        tr data-tag=(row.tag) {
-            td { b { (row.tag) } }
-            td.num { (row.max_id) }
-            td.num { (row.step) }
-            td.wrap { (row.description) }
-            @match &row.buffers {
-                None => td.muted colspan="10" { "no buffers on this node yet (loaded on the first request)" },
-                Some(b) => (buffer_cells(now_ms, b)),
-            }
-        }
-    }
-}
-
-fn buffer_cells(now_ms: u64, b: &BufferState) -> Markup {
-    html! {
-        td data-buffer="current" { (range(b.current)) }
-        td.num { (or_dash(b.cursor)) }
-        td {
-            @match b.used_percent() {
-                Some(p) => { span.bar { span style={ "width:" (format!("{p:.0}")) "%" } {} } (format!("{p:.0} %")) },
-                None => "–",
-            }
-        }
-        td data-buffer="next" {
-            @match (b.next, b.loading) {
-                (Some(next), _) => (range(Some(next))),
-                (None, true) => span.muted { "loading…" },
-                (None, false) => "–",
-            }
-        }
-        td.num { (or_dash(b.step)) }
-        td.num { (b.claims) }
-        td.num { (b.waits) }
-        td.num { (b.ids_issued) }
-        td.num { (format!("{:.1}", b.ids_per_sec)) }
-        td { (b.last_claim_at_ms.map_or(html! { "–" }, |at| instant(now_ms, at))) }
-    }
-}
-
 /// `in 9.8 s` / `3.2 s ago` for a Unix-ms instant.
 fn relative(now_ms: u64, at_ms: u64) -> String {
     let secs = |ms: u64| {
@@ -319,7 +249,7 @@ fn relative(now_ms: u64, at_ms: u64) -> String {
 
 /// A Unix-ms instant: relative when within a day of now, else the time itself; the exact time
 /// on hover.
-fn instant(now_ms: u64, at_ms: u64) -> Markup {
+pub(super) fn instant(now_ms: u64, at_ms: u64) -> Markup {
     const DAY_MS: u64 = 24 * 3600 * 1000;
     let exact = crate::api::rfc3339(at_ms);
     html! {

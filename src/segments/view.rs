@@ -83,6 +83,11 @@ impl Segments {
         })
     }
 
+    /// The tags this node has buffers of (it has served them since it started).
+    pub fn served_tags(&self) -> Vec<String> {
+        self.buffers.load().keys().cloned().collect()
+    }
+
     /// Per-tag numbers for `/metrics`, sorted by tag.
     pub fn stats(&self) -> Vec<TagStats> {
         let buffers = self.buffers.load();

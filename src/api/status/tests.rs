@@ -6,6 +6,7 @@ use super::*;
 use crate::cluster::ReplicationStatus;
 use crate::engine::timeseq::SecondRange;
 use crate::engine::IdRange;
+use crate::segments::BufferState;
 
 fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
     let nodes: BTreeMap<u64, String> = [1, 2, 3, 4].iter().map(|id| (*id, format!("127.0.0.1:900{id}"))).collect();
@@ -65,6 +66,8 @@ fn page(cluster: ClusterStatus) -> Page {
                 buffers: None,
             },
         ],
+        tag_count: 2,
+        tag_search: None,
         layout: Some(raft::SnowflakeLayout::LEAF),
         workers: vec![(
             0,
@@ -195,4 +198,26 @@ fn the_page_shows_time_sequence_namespaces_with_layout_and_this_nodes_ranges() {
     let mut empty = page(cluster(2, Some(2), true));
     empty.timeseq = timeseq::Section::default();
     assert!(render(&empty).contains("No namespaces yet"));
+}
+
+/// 100,000 tags: the page shows the busiest [`MAX_TAG_ROWS`] with a summary and a search box, and
+/// stays small (it was 23 MB with every row).
+#[test]
+fn many_tags_show_the_busiest_rows_a_summary_and_a_search_box() {
+    let mut many = page(cluster(1, Some(1), true));
+    let idle = many.tags[1].clone();
+    many.tags = (0..MAX_TAG_ROWS).map(|i| TagRow { tag: format!("biz-{i:06}"), ..idle.clone() }).collect();
+    many.tag_count = 100_000;
+    let html = render(&many);
+    assert!(html.contains("(100000)"), "the count of every tag");
+    assert!(html.contains("busiest of 100000 tags"), "the summary");
+    assert!(html.contains(r#"name="tag""#), "the search box");
+    assert_eq!(html.matches("data-tag=").count(), MAX_TAG_ROWS);
+    assert!(html.len() < 256 * 1024, "{} bytes", html.len());
+
+    many.tag_search = Some("<img src=x>".into());
+    many.tags.truncate(3);
+    let html = render(&many);
+    assert!(html.contains("3 tags whose name contains"), "the search's summary");
+    assert!(!html.contains("<img") && html.contains("&lt;img src=x&gt;"), "the search is text, not markup");
 }
