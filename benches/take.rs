@@ -4,27 +4,17 @@
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use leafraft::engine::IdRange;
 use leafraft::engine::SegmentBuffer;
 use leafraft::engine::Take;
 
-const N: u64 = 20_000_000;
-const ROUNDS: usize = 9;
+mod common;
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn ns_per_op(f: impl Fn()) -> f64 {
-    let start = Instant::now();
-    for _ in 0..N {
-        f();
-    }
-    start.elapsed().as_nanos() as f64 / N as f64
-}
+use common::median;
+use common::ns_per_op;
+use common::N;
+use common::ROUNDS;
 
 fn main() {
     let counter = AtomicU64::new(0);

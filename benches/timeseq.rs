@@ -7,7 +7,6 @@
 use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use leafraft::engine::timeseq::Layout;
 use leafraft::engine::timeseq::Parts;
@@ -15,23 +14,15 @@ use leafraft::engine::timeseq::RangeHolder;
 use leafraft::engine::timeseq::SecondRange;
 use leafraft::engine::timeseq::Take;
 
-const N: u64 = 20_000_000;
-const ROUNDS: usize = 9;
+mod common;
+
+use common::median;
+use common::ns_per_op;
+use common::N;
+use common::ROUNDS;
+
 /// A fixed "now": the holder reads no clock, the caller passes the second.
 const SECOND: u64 = 1_800_000_000;
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn ns_per_op(f: impl Fn()) -> f64 {
-    let start = Instant::now();
-    for _ in 0..N {
-        f();
-    }
-    start.elapsed().as_nanos() as f64 / N as f64
-}
 
 fn main() {
     let counter = AtomicU64::new(0);

@@ -306,8 +306,8 @@ pub async fn apply(
     changes: &[Change],
     mut on_done: impl FnMut(&Change, &Result<(), ClientError>),
 ) -> usize {
-    let mut failures = 0;
-    let mut batch: Vec<&Change> = Vec::new();
+    // Batches in file order, each within BATCH_ROWS and BATCH_BYTES; unchanged rows send nothing.
+    let mut batches: Vec<Vec<&Change>> = Vec::new();
     let mut bytes = 0;
     for change in changes {
         if let Change::Unchanged(_) = change {
@@ -316,18 +316,17 @@ pub async fn apply(
         }
         let row = change.row();
         let cost = row.tag.len() + row.description.as_ref().map_or(0, String::len) + 48;
-        if !batch.is_empty() && (batch.len() == BATCH_ROWS || bytes + cost > BATCH_BYTES) {
-            let result = send(client, &batch).await;
-            for change in batch.drain(..) {
-                on_done(change, &result);
-                failures += usize::from(result.is_err());
+        match batches.last_mut() {
+            Some(batch) if batch.len() < BATCH_ROWS && bytes + cost <= BATCH_BYTES => batch.push(change),
+            _ => {
+                batches.push(vec![change]);
+                bytes = 0;
             }
-            bytes = 0;
         }
-        batch.push(change);
         bytes += cost;
     }
-    if !batch.is_empty() {
+    let mut failures = 0;
+    for batch in batches {
         let result = send(client, &batch).await;
         for change in batch {
             on_done(change, &result);

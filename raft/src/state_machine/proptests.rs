@@ -523,7 +523,7 @@ fn check_request(
             }
         }
         (Request::ImportTags { rows, .. }, Response::Imported { created, updated }) => {
-            prop_assert_eq!(*created + *updated <= rows.len() as u64, true);
+            prop_assert!(*created + *updated <= rows.len() as u64);
             for row in rows {
                 let record = after.tags.get(&row.tag);
                 prop_assert!(record.is_some(), "import of {} left no tag", row.tag);
