@@ -16,11 +16,9 @@ use serde::Deserialize;
 
 use crate::clock::millis;
 use crate::credentials::Credentials;
-use crate::engine::StepPolicy;
 use crate::segments::SegmentConfig;
 use crate::snowflakes::SnowflakeConfig;
 use raft::NodeId;
-use raft::SnowflakeLayout;
 
 /// How a node with an empty data directory joins the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +69,9 @@ pub struct Config {
     pub log_format: LogFormat,
     pub segments: SegmentConfig,
     pub snowflake: SnowflakeConfig,
+    /// How many tags have series of their own in `/metrics` (the busiest); every tag counts in
+    /// the totals.
+    pub metrics_tag_series: usize,
 }
 
 /// One layer of settings: the flags and environment variables, or the TOML file (`None`: not
@@ -109,6 +110,8 @@ pub struct Settings {
     pub segment_wait_ms: Option<u64>,
     pub preload: Option<bool>,
     pub segment_duration_ms: Option<u64>,
+    pub segment_idle_ms: Option<u64>,
+    pub metrics_tag_series: Option<usize>,
     pub snowflake_epoch_ms: Option<u64>,
     pub snowflake_time_bits: Option<u8>,
     pub snowflake_worker_bits: Option<u8>,
@@ -166,6 +169,8 @@ impl Settings {
             segment_wait_ms: self.segment_wait_ms.or(lower.segment_wait_ms),
             preload: self.preload.or(lower.preload),
             segment_duration_ms: self.segment_duration_ms.or(lower.segment_duration_ms),
+            segment_idle_ms: self.segment_idle_ms.or(lower.segment_idle_ms),
+            metrics_tag_series: self.metrics_tag_series.or(lower.metrics_tag_series),
             snowflake_epoch_ms: self.snowflake_epoch_ms.or(lower.snowflake_epoch_ms),
             snowflake_time_bits: self.snowflake_time_bits.or(lower.snowflake_time_bits),
             snowflake_worker_bits: self.snowflake_worker_bits.or(lower.snowflake_worker_bits),
@@ -227,6 +232,7 @@ impl Config {
             log_format,
             segments: resolve_segments(&layers)?,
             snowflake: resolve_snowflake(&layers)?,
+            metrics_tag_series: layers.metrics_tag_series.unwrap_or(crate::metrics::DEFAULT_TAG_SERIES),
         })
     }
 
@@ -319,46 +325,6 @@ fn resolve_timing(layers: &Settings) -> Result<(Duration, Duration, Duration), S
     Ok((heartbeat, election_timeout, write_timeout))
 }
 
-fn resolve_segments(layers: &Settings) -> Result<SegmentConfig, String> {
-    let segment_duration = match layers.segment_duration_ms {
-        Some(0) => return Err("--segment-duration-ms must be above 0".into()),
-        Some(ms) => Duration::from_millis(ms),
-        None => StepPolicy::LEAF.segment_duration,
-    };
-    Ok(SegmentConfig {
-        wait: Duration::from_millis(layers.segment_wait_ms.unwrap_or(100)),
-        step_policy: StepPolicy { segment_duration, ..StepPolicy::LEAF },
-        preload: layers.preload.unwrap_or(false),
-    })
-}
-
-fn resolve_snowflake(layers: &Settings) -> Result<SnowflakeConfig, String> {
-    let leaf = SnowflakeLayout::LEAF;
-    let layout = SnowflakeLayout {
-        epoch_ms: layers.snowflake_epoch_ms.unwrap_or(leaf.epoch_ms),
-        time_bits: layers.snowflake_time_bits.unwrap_or(leaf.time_bits),
-        worker_bits: layers.snowflake_worker_bits.unwrap_or(leaf.worker_bits),
-        sequence_bits: layers.snowflake_sequence_bits.unwrap_or(leaf.sequence_bits),
-    };
-    layout.validate().map_err(|e| format!("invalid snowflake layout: {e}"))?;
-    let window = Duration::from_millis(layers.snowflake_window_ms.unwrap_or(10_000));
-    if window.is_zero() || window > Duration::from_millis(raft::snowflake::MAX_WINDOW_MS) {
-        return Err(format!("--snowflake-window-ms must be 1 to {}", raft::snowflake::MAX_WINDOW_MS));
-    }
-    let lease = Duration::from_millis(layers.worker_lease_ms.unwrap_or(60_000));
-    if lease <= window {
-        return Err("--worker-lease-ms must be longer than --snowflake-window-ms".into());
-    }
-    Ok(SnowflakeConfig {
-        layout,
-        window,
-        lease,
-        max_backward: Duration::from_millis(layers.max_clock_backward_ms.unwrap_or(1000)),
-        max_skew: Duration::from_millis(layers.max_clock_skew_ms.unwrap_or(1000)),
-        random_sequence: layers.snowflake_random_sequence.unwrap_or(false),
-    })
-}
-
 fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
     if let Ok(addr) = text.parse::<SocketAddr>() {
         return Ok(addr);
@@ -391,6 +357,7 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Str
 }
 
 mod security;
+mod services;
 #[cfg(test)]
 mod tests;
 
@@ -398,3 +365,5 @@ use security::resolve_tls;
 pub use security::CredentialSource;
 pub use security::SecretText;
 pub use security::TlsFiles;
+use services::resolve_segments;
+use services::resolve_snowflake;

@@ -12,15 +12,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use axum::extract::Request;
-use axum::extract::State;
-use axum::middleware::Next;
-use axum::response::IntoResponse;
-use axum::response::Response;
 use raft::Raft;
-use tokio::sync::watch;
-
-use crate::error::Error;
 
 /// How often the data directory is probed: a lost directory is noticed within this time.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -75,31 +67,6 @@ async fn data_dir_unusable(dir: PathBuf) -> String {
             Ok(Err(e)) => return format!("probing the data directory failed: {e}"),
             Err(_) => return format!("data directory {} did not answer within {PROBE_TIMEOUT:?}", dir.display()),
         }
-    }
-}
-
-/// Middleware: a request still running when the node starts failing (`failing` turns true) is
-/// answered `NO_LEADER` at once, rather than having its connection cut when the process exits.
-pub async fn answer_in_flight(
-    State(mut failing): State<watch::Receiver<bool>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let failed = async move {
-        // A dropped sender means the node was dropped, not that it fails: never fire then.
-        if failing.wait_for(|failing| *failing).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        // The handler first: an answer that is ready at its first poll (an ID from a buffer)
-        // never registers with the watch channel, whose waiter list is a lock every core shares.
-        biased;
-        response = next.run(request) => response,
-        () = failed => Error::no_leader(
-            "this node stopped because its storage failed; the request may or may not have been applied",
-        )
-        .into_response(),
     }
 }
 

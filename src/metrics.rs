@@ -1,7 +1,8 @@
 //! `Metrics`: the Prometheus series of SPEC.md §4, in the text format at `/metrics`.
 //!
 //! Hot-path numbers (IDs issued per tag) live in plain atomics next to the buffers and are copied
-//! into the registry at scrape time, so serving an ID never touches the registry.
+//! into the registry at scrape time, so serving an ID never touches the registry. Per-tag series
+//! are kept for the busiest tags only, beside totals over all tags (`segments.rs`).
 
 use std::time::Duration;
 
@@ -9,9 +10,15 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::exponential_buckets;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+mod requests;
+mod segments;
+
+pub use requests::RouteKey;
+pub use segments::SegmentStats;
+pub use segments::TagStats;
+pub use segments::DEFAULT_TAG_SERIES;
 
 use crate::cluster::ClusterStatus;
 use crate::snowflakes::SnowflakeStatus;
@@ -32,19 +39,8 @@ pub struct RefusalLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TagLabels {
-    pub tag: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ClaimLabels {
-    pub tag: String,
-    pub result: &'static str,
 }
 
 /// The `&'static str` for a route template. Routes come from the router, a fixed set of about
@@ -65,11 +61,6 @@ fn intern(route: &str) -> &'static str {
     leaked
 }
 
-fn claim_histogram() -> Histogram {
-    // 0.5 ms to about 16 s.
-    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
-}
-
 /// What one scrape of `/metrics` copies into the registry, gathered by the caller from the
 /// services (so this module depends on their views, never on the services themselves).
 #[derive(Debug, Clone)]
@@ -77,7 +68,7 @@ pub struct Scrape {
     pub now_ms: u64,
     pub cluster: ClusterStatus,
     pub last_log_index: Option<u64>,
-    pub tags: Vec<TagStats>,
+    pub tags: SegmentStats,
     pub snowflake: SnowflakeStatus,
     pub snowflake_years_left: f64,
     /// Messages between nodes refused for a mismatched identity, by kind, since start.
@@ -87,23 +78,13 @@ pub struct Scrape {
     pub timeseq: Vec<(&'static str, u64)>,
 }
 
-/// One tag's counters on this node, for `/metrics`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagStats {
-    pub tag: String,
-    pub ids_issued: u64,
-    pub waits: u64,
-    pub ids_left: u64,
-}
-
 pub struct Metrics {
     registry: Registry,
-    requests: Family<RequestLabels, Counter>,
-    ids_issued: Family<TagLabels, Counter>,
-    claims: Family<ClaimLabels, Counter>,
-    claim_seconds: Family<TagLabels, Histogram, fn() -> Histogram>,
-    buffer_ids_left: Family<TagLabels, Gauge>,
-    waits: Family<TagLabels, Counter>,
+    requests: requests::RequestCounts,
+    /// Held while a scrape copies counts into the registry: two scrapes copying at once would add
+    /// the same difference twice.
+    scraping: std::sync::Mutex<()>,
+    segments: segments::SegmentSeries,
     raft: RaftGauges,
     snowflake_ids_issued: Counter,
     snowflake_worker: Gauge,
@@ -166,27 +147,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The series with the default number of tags that have series of their own.
     pub fn new() -> Metrics {
+        Metrics::with_tag_series(DEFAULT_TAG_SERIES)
+    }
+
+    /// The series, with series of their own for the `tag_series` busiest tags
+    /// (`--metrics-tag-series`).
+    pub fn with_tag_series(tag_series: usize) -> Metrics {
         let mut registry = Registry::with_prefix("leafraft");
         let r = &mut registry;
         let requests = registered(r, "http_requests", "HTTP requests by route and status code", Family::default());
-        let ids_issued = registered(r, "segment_ids_issued", "Segment IDs handed out by this node", Family::default());
-        let claims =
-            registered(r, "segment_claims", "Segment claims proposed by this node, by result", Family::default());
-        let claim_seconds = registered(
-            r,
-            "segment_claim_duration_seconds",
-            "Time from proposing a claim to having it committed and applied",
-            Family::<TagLabels, Histogram, fn() -> Histogram>::new_with_constructor(claim_histogram),
-        );
-        let buffer_ids_left =
-            registered(r, "segment_buffer_ids", "IDs left in this node's two buffers", Family::default());
-        let waits = registered(
-            r,
-            "segment_waits",
-            "Requests that found both segments used up and waited for a claim",
-            Family::default(),
-        );
+        let segments = segments::SegmentSeries::register(r, tag_series);
         let raft = RaftGauges::register(r);
         let snowflake_ids_issued =
             registered(r, "snowflake_ids_issued", "Snowflake IDs handed out by this node", Counter::default());
@@ -227,12 +199,9 @@ impl Metrics {
         let security = SecurityMetrics::register(r);
         Metrics {
             registry,
-            requests,
-            ids_issued,
-            claims,
-            claim_seconds,
-            buffer_ids_left,
-            waits,
+            requests: requests::RequestCounts::new(requests),
+            scraping: std::sync::Mutex::new(()),
+            segments,
             raft,
             snowflake_ids_issued,
             snowflake_worker,
@@ -263,23 +232,26 @@ impl Metrics {
         self.security.reloads.get_or_create(&ReloadLabels { what, result }).inc();
     }
 
-    /// Counts one request without allocating: route templates are interned on first sight.
-    pub fn count_request(&self, route: &str, code: u16) {
-        self.requests.get_or_create(&RequestLabels { route: intern(route), code }).inc();
+    /// Where requests of a route template are counted (a slot taken on first sight).
+    pub fn route_key(&self, route: &str) -> RouteKey {
+        self.requests.key(route)
     }
 
+    /// Counts one answered request, without a lock or an allocation.
+    pub fn count_request(&self, key: RouteKey, code: u16) {
+        self.requests.count(key, code);
+    }
+
+    /// Counts one segment claim of `tag` and how long it took to commit.
     pub fn observe_claim(&self, tag: &str, took: Duration, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
-        self.claims.get_or_create(&ClaimLabels { tag: tag.to_string(), result }).inc();
-        if ok {
-            self.claim_seconds.get_or_create(&TagLabels { tag: tag.to_string() }).observe(took.as_secs_f64());
-        }
+        self.segments.observe_claim(tag, took, ok);
     }
 
     /// Copies one scrape's state into the registry and encodes it.
     pub fn render(&self, scrape: &Scrape) -> String {
+        let _scraping = self.scraping.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.requests.copy_into_registry();
         let status = &scrape.cluster;
-        let to_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         self.raft.term.set(to_i64(status.term));
         self.raft.leader.set(status.leader_id.map_or(-1, to_i64));
         self.raft.is_leader.set(i64::from(status.leader_id == Some(status.node_id)));
@@ -288,14 +260,7 @@ impl Metrics {
         self.raft.commit_index.set(status.commit_index.map_or(0, to_i64));
         self.raft.voters.set(to_i64(status.voters.len() as u64));
         self.raft.learners.set(to_i64(status.learners.len() as u64));
-        for stats in &scrape.tags {
-            let labels = TagLabels { tag: stats.tag.clone() };
-            let issued = self.ids_issued.get_or_create(&labels);
-            issued.inc_by(stats.ids_issued.saturating_sub(issued.get()));
-            let waits = self.waits.get_or_create(&labels);
-            waits.inc_by(stats.waits.saturating_sub(waits.get()));
-            self.buffer_ids_left.get_or_create(&labels).set(to_i64(stats.ids_left));
-        }
+        self.segments.copy(&scrape.tags);
         let snowflake = &scrape.snowflake;
         self.snowflake_ids_issued.inc_by(snowflake.ids_issued.saturating_sub(self.snowflake_ids_issued.get()));
         self.snowflake_worker.set(snowflake.worker_id.map_or(-1, i64::from));
@@ -347,6 +312,10 @@ impl RaftGauges {
         let learners = registered(r, "raft_learners", "Learners in the membership", Gauge::default());
         RaftGauges { term, leader, is_leader, last_log_index, applied_index, commit_index, voters, learners }
     }
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// Registers `metric` under `name` and hands it back, so each series takes one statement.

@@ -114,22 +114,24 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let timeouts = Timeouts { write: config.write_timeout, learner: config.learner_timeout };
     let peers = Arc::new(HttpPeers::new(http, peer_secret, identity.clone()).with_tls(tls.is_some()));
     let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity).with_lease(lease));
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::with_tag_series(config.metrics_tag_series));
     let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
     let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
     let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
-    let app = api::router(api::AppState {
-        cluster: cluster.clone(),
-        segments: segments.clone(),
-        snowflakes: snowflakes.clone(),
-        timeseq: timeseq.clone(),
-        metrics: metrics.clone(),
-        credentials: credentials.clone(),
-        mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
-    })
-    .layer(axum::middleware::from_fn_with_state(failing_rx, crate::failstop::answer_in_flight));
+    let app = api::router(
+        api::Services {
+            cluster: cluster.clone(),
+            segments: segments.clone(),
+            snowflakes: snowflakes.clone(),
+            timeseq: timeseq.clone(),
+            metrics: metrics.clone(),
+            credentials: credentials.clone(),
+            mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
+        },
+        failing_rx,
+    );
     let local_addr = listener.local_addr().map_err(|e| RunError(format!("listener has no address: {e}")))?;
     let router = app.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -139,6 +141,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
 
     let (mut background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    // Aborted first on stop, before every tail is given back.
+    background.push(tokio::spawn(segments.clone().drop_idle_buffers(stop_rx.clone())));
     let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
     background.push(crate::reload::spawn(reloadable, metrics, stop_rx));
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);

@@ -7,8 +7,11 @@
 //! 1. A range is installed in a buffer only from the `Response::Segment` of a committed and
 //!    applied `ClaimSegment` (the leader answers after applying it).
 //! 2. At most one claim per tag is in flight from this node (`SegmentBuffer::try_begin_load`).
-//! 3. On shutdown every buffer is closed before its tail is released, and each tail is
-//!    proposed once (`Cluster::write` never resends a `ReleaseSegment`).
+//! 3. A tail is given back only after its buffer is closed (`SegmentBuffer::close` answers it,
+//!    atomically with respect to takes), on shutdown or when the buffer went idle; each tail is
+//!    proposed once (`Cluster::write` never resends a `ReleaseSegment`); see `give_back.rs`.
+//! 4. A tag has at most one open buffer on this node: an idle one is taken out of the map and
+//!    closed under the lock that creates buffers, before a fresh one can be created.
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -25,7 +28,6 @@ use tokio::sync::Notify;
 
 use crate::clock::now_ms;
 use crate::cluster::Cluster;
-use crate::engine::segment::releasable_tail;
 use crate::engine::segment::Switch;
 use crate::engine::IdRange;
 use crate::engine::SegmentBuffer;
@@ -39,10 +41,17 @@ use crate::planted;
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
 
+mod give_back;
 mod view;
 
+use self::give_back::Dropped;
+use self::give_back::IdleMark;
 pub use self::view::BufferState;
 use self::view::RateSample;
+
+/// How many times one request moves on to the tag's next buffer after the one it used was
+/// dropped for idleness under it (once in practice: a buffer is dropped only after minutes idle).
+const MAX_BUFFER_CHANGES: usize = 3;
 
 #[derive(Debug, Clone, Copy)]
 pub struct SegmentConfig {
@@ -51,6 +60,9 @@ pub struct SegmentConfig {
     pub step_policy: StepPolicy,
     /// Load a segment for every tag at start instead of on first request.
     pub preload: bool,
+    /// A tag's buffers that served nothing for this long are dropped and their never-served tail
+    /// given back; `None`: never.
+    pub idle: Option<Duration>,
 }
 
 /// One tag's buffers on this node, and what the service keeps beside them.
@@ -72,6 +84,32 @@ struct TagBuffer {
     failed_loads: AtomicU64,
     /// The last IDs/s sample.
     rate: Mutex<RateSample>,
+    /// What the idle sweep saw last (`give_back.rs`).
+    idle: Mutex<IdleMark>,
+    /// Where this buffer's counters go once it is dropped, so totals over all tags stay true.
+    dropped: Arc<Dropped>,
+}
+
+impl Drop for TagBuffer {
+    /// Runs once nothing holds the buffer any more: no map, no request, no load. Its counts
+    /// cannot change after that, so the totals take them exactly.
+    fn drop(&mut self) {
+        self.dropped.ids_issued.fetch_add(*self.issued.get_mut(), Ordering::Relaxed);
+        self.dropped.waits.fetch_add(*self.waits.get_mut(), Ordering::Relaxed);
+    }
+}
+
+/// What a request still needs and what it has taken so far.
+struct Wanted {
+    needed: u64,
+    ranges: Vec<IdRange>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Taken {
+    All,
+    /// The buffer was closed before the request had all it needs.
+    Closed,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -89,12 +127,25 @@ pub struct Segments {
     metrics: Arc<Metrics>,
     /// Copy-on-write: readers never lock; a new tag replaces the whole map.
     buffers: ArcSwap<HashMap<String, Arc<TagBuffer>>>,
+    /// Held to add a buffer to the map or take one out (then closed before it is let go).
     insert: Mutex<()>,
+    /// Set once the node stops: a closed buffer then means "no more IDs", not "take the next".
+    stopping: AtomicBool,
+    /// Counters of the buffers dropped since start, and of the idle drops themselves.
+    dropped: Arc<Dropped>,
 }
 
 impl Segments {
     pub fn new(cluster: Arc<Cluster>, config: SegmentConfig, metrics: Arc<Metrics>) -> Segments {
-        Segments { cluster, config, metrics, buffers: ArcSwap::default(), insert: Mutex::new(()) }
+        Segments {
+            cluster,
+            config,
+            metrics,
+            buffers: ArcSwap::default(),
+            insert: Mutex::new(()),
+            stopping: AtomicBool::new(false),
+            dropped: Arc::default(),
+        }
     }
 
     /// Hands out `count` IDs of `tag` as increasing half-open ranges: from this node's buffers,
@@ -108,6 +159,27 @@ impl Segments {
             return self.cluster.take_monotonic(tag, count).await;
         }
         self.next_buffered_ids(tag, count).await
+    }
+
+    /// One ID of `tag` (Leaf's path): from a ready buffer without building a list, else as
+    /// [`Segments::next_ids`] with a count of one.
+    pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
+        if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {
+            if let Some(buffer) = self.buffers.load().get(tag) {
+                if let Take::Ids { range, load_due } = buffer.buffer.take(1) {
+                    if load_due {
+                        self.start_load(buffer);
+                    }
+                    buffer.issued.fetch_add(1, Ordering::Relaxed);
+                    return Ok(range.start);
+                }
+            }
+        }
+        let ranges = self.next_ids(tag, 1).await?;
+        ranges
+            .first()
+            .map(|range| range.start)
+            .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("no ID of tag '{tag}' was ready")))
     }
 
     /// [`Segments::next_ids`] for clients that cache ranges; a monotonic tag has none to give
@@ -124,26 +196,48 @@ impl Segments {
         self.next_ids(tag, count).await
     }
 
+    /// Takes `count` IDs from this node's buffer of `tag`, created on first use. A request whose
+    /// buffer was dropped for idleness under it goes on with the tag's next buffer: the drop closed
+    /// the old one first, so what the request took before lies below its given-back tail, and the
+    /// next buffer serves only later claims.
     async fn next_buffered_ids(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
-        let buffer = match self.buffers.load().get(tag) {
-            Some(buffer) => buffer.clone(),
-            None => self.create_buffer(tag)?,
-        };
-        let mut ranges = Vec::new();
-        let mut needed = count;
+        let mut wanted = Wanted { needed: count, ranges: Vec::new() };
+        for _ in 0..MAX_BUFFER_CHANGES {
+            let buffer = match self.buffers.load().get(tag) {
+                Some(buffer) => buffer.clone(),
+                None => self.create_buffer(tag)?,
+            };
+            if self.take_from(&buffer, tag, &mut wanted).await? == Taken::All {
+                buffer.issued.fetch_add(count, Ordering::Relaxed);
+                return Ok(wanted.ranges);
+            }
+            if self.stopping.load(Ordering::Relaxed) {
+                return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
+            }
+        }
+        Err(Error::new(ErrorCode::SegmentsNotReady, format!("the buffers of tag '{tag}' were dropped while in use")))
+    }
+
+    /// Fills `wanted` from `buffer`, waiting (boundedly) for its next segment when both are used
+    /// up; `Taken::Closed` when the buffer was closed (dropped or shutting down).
+    async fn take_from(
+        self: &Arc<Self>,
+        buffer: &Arc<TagBuffer>,
+        tag: &str,
+        wanted: &mut Wanted,
+    ) -> Result<Taken, Error> {
         let mut deadline = None;
         let mut failed_before_waiting = None;
         loop {
-            match buffer.buffer.take(needed) {
+            match buffer.buffer.take(wanted.needed) {
                 Take::Ids { range, load_due } => {
                     if load_due {
-                        self.start_load(&buffer);
+                        self.start_load(buffer);
                     }
-                    needed -= range.len();
-                    ranges.push(range);
-                    if needed == 0 {
-                        buffer.issued.fetch_add(count, Ordering::Relaxed);
-                        return Ok(ranges);
+                    wanted.needed -= range.len();
+                    wanted.ranges.push(range);
+                    if wanted.needed == 0 {
+                        return Ok(Taken::All);
                     }
                 }
                 Take::UsedUp => {
@@ -152,9 +246,7 @@ impl Segments {
                     notified.as_mut().enable();
                     match buffer.buffer.switch() {
                         Switch::Switched => continue,
-                        Switch::Closed => {
-                            return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"))
-                        }
+                        Switch::Closed => return Ok(Taken::Closed),
                         Switch::NotReady { .. } => {}
                     }
                     if buffer.exhausted.load(Ordering::Relaxed) {
@@ -172,7 +264,7 @@ impl Segments {
                             format!("both segments of tag '{tag}' are used up and the claim of the next one failed"),
                         ));
                     }
-                    self.start_load(&buffer);
+                    self.start_load(buffer);
                     let deadline = *deadline.get_or_insert_with(|| {
                         buffer.waits.fetch_add(1, Ordering::Relaxed);
                         tokio::time::Instant::now() + self.config.wait
@@ -195,6 +287,9 @@ impl Segments {
             return Err(Error::tag_not_found(tag));
         }
         let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.stopping.load(Ordering::SeqCst) {
+            return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
+        }
         let current = self.buffers.load();
         if let Some(buffer) = current.get(tag) {
             return Ok(buffer.clone());
@@ -210,6 +305,8 @@ impl Segments {
             waits: AtomicU64::new(0),
             failed_loads: AtomicU64::new(0),
             rate: Mutex::new(RateSample { issued: 0, at: Instant::now(), ids_per_sec: 0.0 }),
+            idle: Mutex::new(IdleMark::new(tokio::time::Instant::now())),
+            dropped: self.dropped.clone(),
         });
         let mut next = HashMap::clone(&current);
         next.insert(tag.to_string(), buffer.clone());
@@ -290,33 +387,5 @@ impl Segments {
                 self.start_load(&buffer);
             }
         }
-    }
-
-    /// Closes every buffer and gives back each never-served tail with one `ReleaseSegment`,
-    /// all tags at once. A release that does not commit in time only leaves a gap.
-    pub async fn release_all(&self) {
-        let buffers = self.buffers.load_full();
-        let mut releases = tokio::task::JoinSet::new();
-        for buffer in buffers.values() {
-            let unserved = buffer.buffer.close();
-            let Some((from, expected_max_id)) = releasable_tail(&unserved) else {
-                continue;
-            };
-            let cluster = self.cluster.clone();
-            let tag = buffer.tag.clone();
-            releases.spawn(async move {
-                let request = raft::Request::ReleaseSegment { tag: tag.clone(), from, expected_max_id };
-                match cluster.write(request).await {
-                    Ok(raft::Response::Released { applied }) => {
-                        tracing::info!(tag = %tag, from, expected_max_id, applied, "segment tail released")
-                    }
-                    Ok(other) => tracing::warn!(tag = %tag, answer = ?other, "unexpected answer to a release"),
-                    Err(e) => {
-                        tracing::warn!(tag = %tag, error = %e, "segment tail not released (a gap, not a duplicate)")
-                    }
-                }
-            });
-        }
-        while releases.join_next().await.is_some() {}
     }
 }

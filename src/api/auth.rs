@@ -8,24 +8,26 @@
 //! counted in `leafraft_auth_refusals{route, reason}`; refusals on `/raft/*` are also logged (never
 //! with the token).
 
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::MatchedPath;
 use axum::extract::Request;
-use axum::extract::State;
 use axum::http::header::AUTHORIZATION;
 use axum::http::header::CONTENT_TYPE;
 use axum::http::Method;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::response::Response;
 use raft::network::PeerIdentity;
 
-use crate::api::AppState;
+use crate::credentials::Credentials;
 use crate::credentials::Refusal;
 use crate::credentials::Role;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use crate::metrics::Metrics;
 use crate::tls::PeerInfo;
 
 /// The Leaf code of a refused credential on Leaf's paths (Leaf has none; −1 to −3 and −5 are taken).
@@ -61,39 +63,46 @@ pub fn need<'a>(method: &Method, route: &str, path: &'a str) -> Option<Need<'a>>
     }
 }
 
-/// The middleware: lets a request through or answers the refusal.
-pub async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
-        return next.run(request).await;
-    };
-    let Some(need) = need(request.method(), route.as_str(), request.uri().path()) else {
-        return next.run(request).await;
-    };
-    let bearer = request
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
-    let mut verdict = state.credentials.load().authorize(need.role, need.tag, bearer);
-    if verdict.is_ok() && need.role == Role::Peer && state.mutual_tls {
-        verdict = check_peer_certificate(&request);
+/// Checks the credential of each routed request (run by [`super::gate`]).
+pub struct Checker {
+    /// The peer secret, admin token and client tokens this node accepts (swapped by `reload`
+    /// when the token files change).
+    pub credentials: Arc<ArcSwap<Credentials>>,
+    /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
+    pub mutual_tls: bool,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Checker {
+    /// The answer to a request whose credential is refused (counted, and logged between nodes);
+    /// `None` lets the request through.
+    pub fn refusal(&self, request: &Request) -> Option<Response> {
+        let route = request.extensions().get::<MatchedPath>()?;
+        let need = need(request.method(), route.as_str(), request.uri().path())?;
+        let bearer = request
+            .headers()
+            .get(AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.strip_prefix("Bearer "));
+        let mut verdict = self.credentials.load().authorize(need.role, need.tag, bearer);
+        if verdict.is_ok() && need.role == Role::Peer && self.mutual_tls {
+            verdict = check_peer_certificate(request);
+        }
+        let refusal = verdict.err()?;
+        self.metrics.count_refusal(route.as_str(), refusal.reason());
+        if need.role == Role::Peer {
+            let remote = request.extensions().get::<ConnectInfo<PeerInfo>>().map(|info| info.0.remote);
+            let claimed = PeerIdentity::from_headers(request.headers()).ok().flatten().map(|peer| peer.node_id);
+            tracing::warn!(
+                path = request.uri().path(),
+                remote = ?remote,
+                claimed_node = ?claimed,
+                reason = refusal.reason(),
+                "refused a request between nodes"
+            );
+        }
+        Some(refused(refusal, need.leaf))
     }
-    let Err(refusal) = verdict else {
-        return next.run(request).await;
-    };
-    state.metrics.count_refusal(route.as_str(), refusal.reason());
-    if need.role == Role::Peer {
-        let remote = request.extensions().get::<ConnectInfo<PeerInfo>>().map(|info| info.0.remote);
-        let claimed = PeerIdentity::from_headers(request.headers()).ok().flatten().map(|peer| peer.node_id);
-        tracing::warn!(
-            path = request.uri().path(),
-            remote = ?remote,
-            claimed_node = ?claimed,
-            reason = refusal.reason(),
-            "refused a request between nodes"
-        );
-    }
-    refused(refusal, need.leaf)
 }
 
 /// With `--peer-ca`: the connection's client certificate (already verified against the CA by the

@@ -7,6 +7,7 @@ mod auth;
 mod backup;
 mod body;
 mod cluster;
+mod gate;
 mod health;
 mod import;
 mod namespaces;
@@ -20,7 +21,6 @@ mod timeseq;
 
 use std::sync::Arc;
 
-use axum::extract::MatchedPath;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
@@ -48,9 +48,20 @@ pub use timeseq::TimeseqIds;
 
 pub use tags::rfc3339;
 
-/// Everything handlers share.
+/// Everything handlers share, behind one `Arc`: each request's `State` extraction clones it, and
+/// one reference count is cheaper to move between cores than one per service.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+pub struct Services {
     pub cluster: Arc<Cluster>,
     pub segments: Arc<Segments>,
     pub snowflakes: Arc<Snowflakes>,
@@ -63,7 +74,18 @@ pub struct AppState {
     pub mutual_tls: bool,
 }
 
-pub fn router(state: AppState) -> Router {
+/// The node's routes. `failing` turns true when the node's storage fails (see
+/// [`crate::failstop`]): requests still running are then answered `NO_LEADER`.
+pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -> Router {
+    let gate = gate::GateLayer::new(gate::Gatekeeper {
+        auth: auth::Checker {
+            credentials: services.credentials.clone(),
+            mutual_tls: services.mutual_tls,
+            metrics: services.metrics.clone(),
+        },
+        failing,
+    });
+    let state = AppState(Arc::new(services));
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -95,9 +117,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/timeseq/get/{ns}", get(timeseq::leaf_get))
         .with_state(state.clone())
         .merge(peer_routes(state.clone()))
-        // Inside the count, so refused requests are counted with their 401 or 403.
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), auth::authorize))
-        .route_layer(axum::middleware::from_fn_with_state(state, count_requests))
+        .route_layer(gate)
         .fallback(not_found)
 }
 
@@ -108,24 +128,13 @@ fn peer_routes(state: AppState) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }
 
-/// Counts every routed request by its route template and status code.
-async fn count_requests(
-    State(state): State<AppState>,
-    path: MatchedPath,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    let response = next.run(request).await;
-    state.metrics.count_request(path.as_str(), response.status().as_u16());
-    response
-}
-
 #[utoipa::path(
     get,
     path = "/metrics",
     tag = "operations",
     summary = "Prometheus metrics",
-    description = "Requests by route and code, IDs issued per tag, claims and claim latency histogram, buffer fill, \
+    description = "Requests by route and code; IDs issued, waits, buffer fill, claims and claim latency histogram per tag \
+                   for the busiest tags (--metrics-tag-series, 100) and over all tags (`_all_tags`); idle buffers dropped; \
                    Raft term/leader/indexes, clock offset to peers, snowflake years left; all prefixed `leafraft_`.",
     responses((status = 200, description = "The Prometheus text format", content_type = "text/plain; version=0.0.4",
         body = String))

@@ -78,14 +78,11 @@ pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, P
     let Ok(Path(tag)) = tag else {
         return leaf_error(-2);
     };
-    match state.segments.next_ids(&tag, 1).await {
-        Ok(ranges) => match ranges.first() {
-            Some(range) => {
-                let mut buffer = itoa::Buffer::new();
-                ([(CONTENT_TYPE, "text/plain; charset=utf-8")], buffer.format(range.start).to_string()).into_response()
-            }
-            None => leaf_error(-3),
-        },
+    match state.segments.next_id(&tag).await {
+        Ok(id) => {
+            let mut buffer = itoa::Buffer::new();
+            ([(CONTENT_TYPE, "text/plain; charset=utf-8")], buffer.format(id).to_string()).into_response()
+        }
         Err(e) => leaf_error(leaf_segment_code(e.code)),
     }
 }

@@ -190,6 +190,14 @@ pub struct ServeArgs {
     /// this halves it [default: 900000, Leaf's 15 minutes].
     #[arg(long, env = "LEAFRAFT_SEGMENT_DURATION_MS")]
     pub segment_duration_ms: Option<u64>,
+    /// A tag's buffers that served nothing for this long are dropped and their unused tail given
+    /// back; the next request loads anew (0: never) [default: 600000].
+    #[arg(long, env = "LEAFRAFT_SEGMENT_IDLE_MS")]
+    pub segment_idle_ms: Option<u64>,
+    /// How many tags have series of their own in /metrics, the busiest since the previous scrape;
+    /// every tag counts in the `_all_tags` totals [default: 100].
+    #[arg(long, env = "LEAFRAFT_METRICS_TAG_SERIES")]
+    pub metrics_tag_series: Option<usize>,
     /// Snowflake: Unix ms of timestamp zero [default: 1288834974657, Leaf's twepoch].
     #[arg(long, env = "LEAFRAFT_SNOWFLAKE_EPOCH_MS")]
     pub snowflake_epoch_ms: Option<u64>,
@@ -254,6 +262,8 @@ impl ServeArgs {
             segment_wait_ms: self.segment_wait_ms,
             preload: self.preload.then_some(true),
             segment_duration_ms: self.segment_duration_ms,
+            segment_idle_ms: self.segment_idle_ms,
+            metrics_tag_series: self.metrics_tag_series,
             snowflake_epoch_ms: self.snowflake_epoch_ms,
             snowflake_time_bits: self.snowflake_time_bits,
             snowflake_worker_bits: self.snowflake_worker_bits,

@@ -1,6 +1,7 @@
 //! Unit tests of configuration resolution: defaults, layers, validation.
 
 use super::*;
+use raft::SnowflakeLayout;
 
 fn layers(f: impl FnOnce(&mut Settings)) -> Settings {
     let mut layers = Settings::default();
@@ -161,4 +162,20 @@ fn settings_never_show_a_secret() {
     assert!(!shown.contains("hunter2") && !shown.contains("hunter3"), "{shown}");
     let file: Settings = toml::from_str("admin_token = \"hunter4\"\nclient_token = [\"a:b\"]").unwrap();
     assert_eq!(file.admin_token, Some("hunter4".into()));
+}
+
+#[test]
+fn idle_buffers_drop_after_ten_minutes_and_a_hundred_tags_have_series_unless_set() {
+    let config = Config::resolve(Settings::default()).unwrap();
+    assert_eq!(config.segments.idle, Some(Duration::from_secs(600)));
+    assert_eq!(config.metrics_tag_series, 100);
+    let config = Config::resolve(layers(|l| {
+        l.segment_idle_ms = Some(0);
+        l.metrics_tag_series = Some(0);
+    }))
+    .unwrap();
+    assert_eq!((config.segments.idle, config.metrics_tag_series), (None, 0), "0: never drop, no per-tag series");
+    let file: Settings = toml::from_str("segment_idle_ms = 1500\nmetrics_tag_series = 7").unwrap();
+    let config = Config::resolve(file).unwrap();
+    assert_eq!((config.segments.idle, config.metrics_tag_series), (Some(Duration::from_millis(1500)), 7));
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::Segments;
 use crate::engine::IdRange;
+use crate::metrics::SegmentStats;
 use crate::metrics::TagStats;
 
 /// IDs issued at the last sample, when it was taken, and the rate it measured.
@@ -83,15 +84,18 @@ impl Segments {
         })
     }
 
-    /// The tags this node has buffers of (it has served them since it started).
+    /// The tags this node has buffers of (it served them since it started, and not so long ago
+    /// that their buffers were dropped as idle).
     pub fn served_tags(&self) -> Vec<String> {
         self.buffers.load().keys().cloned().collect()
     }
 
-    /// Per-tag numbers for `/metrics`, sorted by tag.
-    pub fn stats(&self) -> Vec<TagStats> {
+    /// Per-tag numbers for `/metrics`, and the counts of the buffers dropped since start. The map
+    /// read here keeps its buffers alive while the dropped counts are read, so a buffer is
+    /// counted once (a dropped one adds its counts when the last request lets go of it).
+    pub fn stats(&self) -> SegmentStats {
         let buffers = self.buffers.load();
-        let mut stats: Vec<_> = buffers
+        let tags = buffers
             .values()
             .map(|buffer| {
                 let state = buffer.buffer.state();
@@ -105,7 +109,18 @@ impl Segments {
                 }
             })
             .collect();
-        stats.sort_by(|a, b| a.tag.cmp(&b.tag));
-        stats
+        let dropped = &self.dropped;
+        let count = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+        SegmentStats {
+            tags,
+            dropped_ids_issued: count(&dropped.ids_issued),
+            dropped_waits: count(&dropped.waits),
+            idle_drops: count(&dropped.idle_drops),
+            idle_releases: vec![
+                ("applied", count(&dropped.released)),
+                ("refused", count(&dropped.refused)),
+                ("failed", count(&dropped.failed)),
+            ],
+        }
     }
 }

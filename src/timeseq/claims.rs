@@ -11,6 +11,7 @@ use super::Timeseq;
 use crate::clock::now_ms;
 use crate::engine::timeseq::SecondRange;
 use crate::error::Error;
+use crate::error::ErrorCode;
 
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
@@ -43,6 +44,7 @@ impl Timeseq {
         let failure = match self.cluster.write(request).await {
             Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
+                forget_passed_failure(ns, second);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
                 let is_follower = || self.cluster.metrics().current_leader != Some(self.cluster.node_id());
                 for _ in 0..crate::planted::timeseq_installs(is_follower, &ns.name) {
@@ -87,6 +89,19 @@ impl Timeseq {
             }
         }
         self.close_all();
+    }
+}
+
+/// A claim of `second` committed: an earlier refusal up to that second no longer holds (a
+/// failed prefetch retried, a leader back), except that a used-up earlier second stays used up.
+/// Without this, a request short of IDs of the current second would answer that stale refusal
+/// instead of claiming.
+fn forget_passed_failure(ns: &NamespaceHolder, second: u64) {
+    let mut failure = ns.last_failure.lock().unwrap_or_else(|p| p.into_inner());
+    let passed =
+        failure.as_ref().is_some_and(|(failed, error)| *failed <= second && error.code != ErrorCode::SecondExhausted);
+    if passed {
+        *failure = None;
     }
 }
 

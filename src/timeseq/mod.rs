@@ -148,12 +148,17 @@ impl Timeseq {
             return Err(refused.clone());
         }
         let started_ms = now_ms();
-        ns.last_used_ms.store(started_ms, Ordering::Relaxed);
+        // Written once a second at most: a store on every request would move the cache line
+        // between the cores for a value only the idle check (seconds) reads.
+        if started_ms / 1000 != ns.last_used_ms.load(Ordering::Relaxed) / 1000 {
+            ns.last_used_ms.store(started_ms, Ordering::Relaxed);
+        }
         let deadline = tokio::time::Instant::now() + MAX_WAIT;
         let mut ids = Vec::with_capacity(count as usize);
         let mut waited = false;
+        let mut now = Some(started_ms);
         while (ids.len() as u64) < count {
-            let now_s = now_ms() / 1000;
+            let now_s = now.take().unwrap_or_else(now_ms) / 1000;
             match ns.holder.take(now_s, count - ids.len() as u64) {
                 Take::Ids { range, refill_due } => {
                     ns.taken.fetch_add(range.len(), Ordering::Relaxed);
@@ -172,17 +177,18 @@ impl Timeseq {
             let notified = ns.claimed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            // Short of IDs of this second: claim more of it even when the next second's range
+            // is already held (the prefetch), and wait for the next second only once this one
+            // is used up cluster-wide (SPEC §4a).
             let wait_until = match ns.holder.advance(now_s) {
                 Advance::Ready => continue,
                 Advance::Closed => return Err(Error::not_ready("this node is shutting down")),
-                Advance::WaitFor { second } => Some(second),
-                Advance::Nothing => match self.failure_for(&ns, now_s) {
-                    // Every sequence of this second is claimed: wait for the next (SPEC §4a).
-                    Some(error) if error.code == ErrorCode::SecondExhausted => Some(now_s + 1),
+                Advance::Empty { second } => match self.failure_for(&ns, second) {
+                    Some(error) if error.code == ErrorCode::SecondExhausted => Some(second + 1),
                     Some(error) => return Err(error),
                     None => {
                         ns.wanted.fetch_add(count - ids.len() as u64, Ordering::Relaxed);
-                        self.start_claim(&ns, now_s);
+                        self.start_claim(&ns, second);
                         None
                     }
                 },

@@ -210,17 +210,21 @@ impl Engine {
         Ok(removed)
     }
 
-    /// Makes every write so far durable: sled's flush on sled's thread pool, then `fdatasync` of
-    /// its files on tokio's blocking pool, so no tokio worker ever waits on the disk.
+    /// Makes every write so far durable: sled's flush, then `fdatasync` of its files, both in one
+    /// task on tokio's blocking pool, so no tokio worker ever waits on the disk. (sled's own
+    /// `flush_async` would run the flush on sled's thread pool first: a second thread hand-off,
+    /// measured at a tenth of a claim's time on a 1-node cluster.)
     pub async fn sync(&self) -> Result<(), EngineError> {
-        self.db.flush_async().await?;
         let Some(files) = &self.files else {
+            self.db.flush_async().await?;
             return Ok(());
         };
+        let db = self.db.clone();
         let files = Arc::clone(files);
         #[cfg(test)]
         let probe = Arc::clone(&self.probe);
-        tokio::task::spawn_blocking(move || -> io::Result<()> {
+        tokio::task::spawn_blocking(move || -> Result<(), EngineError> {
+            db.flush()?;
             files.data.sync_data()?;
             files.sync_new_blobs()?;
             #[cfg(test)]

@@ -252,3 +252,80 @@ async fn metrics_parse_and_hold_every_series_the_spec_lists() {
     let (samples, _) = parse(&text).expect("a second scrape");
     assert!(value(&samples, "leafraft_http_requests_total", &[("route", "/metrics"), ("code", "200")]).is_ok());
 }
+
+/// The tags each per-tag segment family has series of, by family.
+fn tags_by_family(samples: &[Sample]) -> BTreeMap<&'static str, std::collections::BTreeSet<String>> {
+    let families = [
+        "leafraft_segment_ids_issued",
+        "leafraft_segment_waits",
+        "leafraft_segment_buffer_ids",
+        "leafraft_segment_claims",
+        "leafraft_segment_claim_duration_seconds",
+    ];
+    families
+        .into_iter()
+        .map(|family| {
+            let tags = samples
+                .iter()
+                .filter(|s| s.name.strip_prefix(family).is_some_and(|rest| !rest.starts_with("_all_tags")))
+                .filter_map(|s| s.labels.get("tag").cloned());
+            (family, tags.collect())
+        })
+        .collect()
+}
+
+/// A node started with `--metrics-tag-series 3` that serves six tags has series of their own for
+/// three tags only in every per-tag family (the busiest since the previous scrape, here the three
+/// that served most), while the `_all_tags` totals count all six; once another tag serves the
+/// most, it gets series and the least busy of the three (by name among equals) loses them.
+#[tokio::test]
+async fn metrics_keep_series_for_the_busiest_tags_and_totals_for_all() {
+    let mut cluster = ProcessCluster::new().start_members_with(&[1], &["--metrics-tag-series", "3"]);
+    cluster.wait_leader(TIMEOUT).await;
+    let client = cluster.client(1);
+    let mut issued = 0;
+    for i in 0..6u64 {
+        let tag = format!("m{i}");
+        client.create_tag(&new_tag(&tag, None, Some(100), None)).await.expect("create");
+        let count = 10 * (i + 1);
+        wait_until(TIMEOUT, &format!("{count} IDs of {tag}"), || async {
+            client.segment_ids(&tag, count).await.map_err(|e| e.to_string())
+        })
+        .await;
+        issued += count;
+    }
+    let scrape = |cluster: &mut ProcessCluster| {
+        let url = format!("{}/metrics", cluster.url(1));
+        async move {
+            let text = reqwest::get(&url).await.expect("GET /metrics").text().await.expect("the body");
+            let (samples, _) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+            (samples, text)
+        }
+    };
+    let (samples, text) = scrape(&mut cluster).await;
+    let names = |tags: &[&str]| tags.iter().map(|t| t.to_string()).collect::<std::collections::BTreeSet<String>>();
+    for (family, tags) in tags_by_family(&samples) {
+        assert!(tags.len() <= 3, "{family} has series of {tags:?}\n{text}");
+        if !family.contains("claim") {
+            assert_eq!(tags, names(&["m3", "m4", "m5"]), "{family}\n{text}");
+        }
+    }
+    let get =
+        |name: &str, labels: &[(&str, &str)]| value(&samples, name, labels).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(get("leafraft_segment_ids_issued_all_tags_total", &[]), issued as f64);
+    assert_eq!(get("leafraft_segment_buffers", &[]), 6.0);
+    assert!(get("leafraft_segment_claims_all_tags_total", &[("result", "ok")]) >= 6.0);
+    assert!(get("leafraft_segment_claim_duration_seconds_all_tags_count", &[]) >= 6.0);
+    let left = get("leafraft_segment_buffer_ids_all_tags", &[]);
+    assert!(left >= 6.0 * 100.0 - issued as f64, "IDs left in all buffers: {left}");
+
+    client.segment_ids("m0", 500).await.expect("500 IDs of m0");
+    let (samples, text) = scrape(&mut cluster).await;
+    for (family, tags) in tags_by_family(&samples) {
+        if !family.contains("claim") {
+            assert_eq!(tags, names(&["m0", "m3", "m4"]), "{family}\n{text}");
+        }
+    }
+    assert_eq!(value(&samples, "leafraft_segment_ids_issued_all_tags_total", &[]), Ok(issued as f64 + 500.0));
+    assert_eq!(value(&samples, "leafraft_segment_ids_issued_total", &[("tag", "m0")]), Ok(510.0));
+}

@@ -344,3 +344,91 @@ async fn preload_loads_every_tag_before_the_first_request() {
         assert_eq!(first, vec![(start, start + 1)], "node 3's first ID of '{tag}' is the first preloaded one");
     }
 }
+
+/// Whether node `id` holds no buffers of `tag` (`/v1/tags/{tag}` shows `"buffers": null`).
+async fn holds_no_buffers(http: &reqwest::Client, url: &str, tag: &str) -> Result<(), String> {
+    let view: Value = http
+        .get(format!("{url}/v1/tags/{tag}"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    if view["buffers"].is_null() {
+        Ok(())
+    } else {
+        Err(format!("buffers {}", view["buffers"]))
+    }
+}
+
+/// A node started with `--segment-idle-ms 2000` whose buffers of a tag serve nothing for 2 s
+/// drops them and gives their tail back: `/v1/tags/{tag}` shows no buffers there, `/metrics`
+/// counts the drop and the applied give-back, and the tag's `max_id` comes down to the ID after
+/// the last one served. The next request creates a fresh buffer, which serves exactly from there.
+/// Then bursts on two nodes, each followed by a pause that drops both nodes' buffers: every ID of
+/// the whole run is unique, `max_id` covers them all, and the node's total of IDs issued over all
+/// tags still counts every ID it served, dropped buffers included.
+#[tokio::test]
+async fn an_idle_buffer_is_dropped_with_its_tail_given_back_and_serving_resumes() {
+    let mut cluster = ProcessCluster::new().start_members_with(&[1, 2, 3], &["--segment-idle-ms", "2000"]);
+    let y = cluster.wait_leader(TIMEOUT).await;
+    let x = [1, 2, 3].into_iter().find(|&id| id != y).expect("a follower");
+    cluster.client(y).create_tag(&new_tag("quiet", None, Some(100), None)).await.expect("create");
+    tag_view(&mut cluster, x, "quiet", true).await;
+    let (http, url_x, url_y) = (http(), cluster.url(x), cluster.url(y));
+    let mut all = IdSet::default();
+    all.add(&fetch_ok(&http, &url_x, "quiet", Endpoint::Ids(15)).await);
+    let last = all.max().expect("IDs");
+    let held = settled_buffers(&mut cluster, x, "quiet").await;
+    assert_eq!(held.first().map(|range| range.0), Some(last + 1), "X holds everything after its last ID");
+
+    let metrics_x = format!("{url_x}/metrics");
+    wait_until(TIMEOUT, "X to drop its idle buffers and give their tail back", || async {
+        holds_no_buffers(&http, &url_x, "quiet").await?;
+        let text =
+            http.get(&metrics_x).send().await.map_err(|e| e.to_string())?.text().await.map_err(|e| e.to_string())?;
+        match metric(&text, "leafraft_segment_idle_releases_total", &[("result", "applied")]) {
+            Some(1.0) => Ok(text),
+            other => Err(format!("applied releases {other:?}")),
+        }
+    })
+    .await;
+    let given_back = consistent_max_id(&mut cluster, y, "quiet").await;
+    println!("X served up to {last}, held to {:?}, max_id now {given_back}", held.last());
+    assert_eq!(given_back, last + 1, "max_id after X gave its idle tail back");
+
+    let after = fetch_ok(&http, &url_x, "quiet", Endpoint::Leaf).await;
+    assert_eq!(after, vec![(last + 1, last + 2)], "X's first ID from its fresh buffer");
+    all.add(&after);
+    let mut served_by_x = 16;
+    for round in 0..3 {
+        for _ in 0..5 {
+            all.add(&fetch_ok(&http, &url_x, "quiet", Endpoint::Ids(7)).await);
+            all.add(&fetch_ok(&http, &url_y, "quiet", Endpoint::Ranges(9)).await);
+            served_by_x += 7;
+        }
+        for url in [&url_x, &url_y] {
+            wait_until(TIMEOUT, &format!("round {round}: {url} to drop its idle buffers"), || {
+                holds_no_buffers(&http, url, "quiet")
+            })
+            .await;
+        }
+    }
+    all.add(&fetch_ok(&http, &url_x, "quiet", Endpoint::Ranges(50)).await);
+    all.add(&fetch_ok(&http, &url_y, "quiet", Endpoint::Ids(50)).await);
+    served_by_x += 50;
+    assert_eq!(all.duplicates(), vec![], "duplicates of 'quiet': {:?}", all.ids());
+    let max_id = consistent_max_id(&mut cluster, y, "quiet").await;
+    assert!(all.max().is_some_and(|max| max < max_id), "max_id {max_id} below a served ID");
+    wait_until(TIMEOUT, "X's total of IDs issued to count every ID it served", || async {
+        let text =
+            http.get(&metrics_x).send().await.map_err(|e| e.to_string())?.text().await.map_err(|e| e.to_string())?;
+        let drops = metric(&text, "leafraft_segment_idle_drops_total", &[]);
+        match metric(&text, "leafraft_segment_ids_issued_all_tags_total", &[]) {
+            Some(total) if total == served_by_x as f64 && drops >= Some(4.0) => Ok(()),
+            total => Err(format!("total {total:?} of {served_by_x}, drops {drops:?}")),
+        }
+    })
+    .await;
+}

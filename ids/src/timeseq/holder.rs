@@ -77,12 +77,12 @@ pub enum Take {
 pub enum Advance {
     /// The slot serves the current second: take again.
     Ready,
-    /// The next range held starts at this later second.
-    WaitFor {
+    /// Nothing is held for `second`, the second being served (the current one, or the slot's
+    /// after the clock stepped back), whether or not a later second's range is: claim more of
+    /// it, and wait for a later second only once `second` is used up cluster-wide.
+    Empty {
         second: u64,
     },
-    /// Nothing is held for the current second or later.
-    Nothing,
     Closed,
 }
 
@@ -146,6 +146,8 @@ impl RangeHolder {
 
     /// Moves the first held range of the current second (or, after the clock stepped back, of
     /// the slot's second) into a used-up or outdated slot; drops ranges whose second has passed.
+    /// A later second's range held (the prefetch) leaves the answer `Empty`: the current second
+    /// may still have sequences to claim.
     pub fn advance(&self, now_s: u64) -> Advance {
         let mut slow = self.lock();
         if slow.closed {
@@ -165,8 +167,7 @@ impl RangeHolder {
                 self.slot.set(range);
                 Advance::Ready
             }
-            Some(range) => Advance::WaitFor { second: range.second },
-            None => Advance::Nothing,
+            _ => Advance::Empty { second: serving },
         }
     }
 
@@ -242,9 +243,9 @@ mod tests {
     fn a_prefetched_second_is_served_from_its_second_on() {
         let holder = RangeHolder::new();
         assert_eq!(holder.take(100, 1), Take::Empty);
-        assert_eq!(holder.advance(100), Advance::Nothing);
+        assert_eq!(holder.advance(100), Advance::Empty { second: 100 });
         assert!(holder.install_range(range(101, 0, 10)));
-        assert_eq!(holder.advance(100), Advance::WaitFor { second: 101 });
+        assert_eq!(holder.advance(100), Advance::Empty { second: 100 });
         assert_eq!(holder.take(100, 1), Take::Empty);
         assert_eq!(holder.advance(101), Advance::Ready);
         assert_eq!(holder.take(101, 4), Take::Ids { range: range(101, 0, 4), refill_due: false });
@@ -253,8 +254,28 @@ mod tests {
         // The second passes: the rest is a gap, never served late.
         assert_eq!(holder.take(102, 1), Take::Empty);
         assert!(holder.install_range(range(101, 10, 20)));
-        assert_eq!(holder.advance(102), Advance::Nothing);
+        assert_eq!(holder.advance(102), Advance::Empty { second: 102 });
         assert_eq!(holder.state().pending, []);
+    }
+
+    #[test]
+    fn a_held_next_second_leaves_the_current_one_to_claim_and_serve() {
+        let holder = RangeHolder::new();
+        holder.install_range(range(100, 0, 4));
+        assert_eq!(holder.advance(100), Advance::Ready);
+        assert!(matches!(holder.take(100, 4), Take::Ids { range: SecondRange { second: 100, start: 0, end: 4 }, .. }));
+        // The next second is prefetched while the current one is used up on this node: the
+        // answer is to claim more of the current second, not to wait for the next.
+        holder.install_range(range(101, 0, 8));
+        assert_eq!(holder.take(100, 1), Take::Empty);
+        assert_eq!(holder.advance(100), Advance::Empty { second: 100 });
+        holder.install_range(range(100, 4, 6));
+        assert_eq!(holder.advance(100), Advance::Ready);
+        assert!(matches!(holder.take(100, 5), Take::Ids { range: SecondRange { second: 100, start: 4, end: 6 }, .. }));
+        assert_eq!(holder.advance(100), Advance::Empty { second: 100 });
+        // The prefetched range is still there for its second.
+        assert_eq!(holder.advance(101), Advance::Ready);
+        assert!(matches!(holder.take(101, 8), Take::Ids { range: SecondRange { second: 101, start: 0, end: 8 }, .. }));
     }
 
     #[test]
@@ -269,7 +290,7 @@ mod tests {
         holder.install_range(range(49, 0, 5));
         assert_eq!(holder.advance(49), Advance::Ready);
         assert!(matches!(holder.take(49, 5), Take::Ids { range: SecondRange { second: 50, start: 7, end: 9 }, .. }));
-        assert_eq!(holder.advance(49), Advance::Nothing);
+        assert_eq!(holder.advance(49), Advance::Empty { second: 50 });
     }
 
     #[test]

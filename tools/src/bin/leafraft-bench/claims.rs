@@ -1,8 +1,9 @@
 //! Claims per second and commit latency of `ClaimSegment` on a local cluster: every claim is a
 //! Raft entry replicated over loopback HTTP and fsynced by a majority before it answers.
 //!
-//! Claimers are spread over all nodes, so most claims are forwarded to the leader, as in a
-//! real deployment where every node refills its own buffers.
+//! By default claimers are spread over all nodes, so most claims are forwarded to the leader, as
+//! in a real deployment where every node refills its own buffers; `--claimers-on leader` and
+//! `followers` separate the forward hop from the rest of a claim's cost.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -25,6 +26,15 @@ pub struct ClaimsOptions {
     pub duration: Duration,
     pub fsync: bool,
     pub step: u64,
+    pub placement: Placement,
+}
+
+/// Which nodes the claimers run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Placement {
+    Spread,
+    Leader,
+    Followers,
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +80,7 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
 
     let mut results = Vec::new();
     for &concurrency in &options.concurrency {
-        results.push(run_level(&nodes, tag, concurrency, options).await);
+        results.push(run_level(&nodes, leader, tag, concurrency, options).await);
     }
     for node in nodes {
         node.stop().await.map_err(|e| e.to_string())?;
@@ -78,12 +88,23 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
     Ok(results)
 }
 
-async fn run_level(nodes: &[RunningNode], tag: &str, concurrency: usize, options: &ClaimsOptions) -> ClaimsResult {
+async fn run_level(
+    nodes: &[RunningNode],
+    leader: usize,
+    tag: &str,
+    concurrency: usize,
+    options: &ClaimsOptions,
+) -> ClaimsResult {
+    let hosts: Vec<usize> = match options.placement {
+        Placement::Spread => (0..nodes.len()).collect(),
+        Placement::Leader => vec![leader],
+        Placement::Followers => (0..nodes.len()).filter(|i| *i != leader).collect(),
+    };
     let deadline = Instant::now() + options.duration;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..concurrency {
-        let cluster = Arc::clone(nodes[i % nodes.len()].cluster());
+        let cluster = Arc::clone(nodes[hosts[i % hosts.len()]].cluster());
         let tag = tag.to_string();
         let step = options.step;
         tasks.push(tokio::spawn(async move {

@@ -33,6 +33,10 @@ enum BenchCommand {
         /// fdatasync every log write (as in production).
         #[arg(long, default_value_t = true, action = ArgAction::Set)]
         fsync: bool,
+        /// Where the claimers run: spread over every node (most claims forwarded), on the leader
+        /// only (no forward hop), or on the followers only (every claim forwarded).
+        #[arg(long, value_enum, default_value_t = claims::Placement::Spread)]
+        claimers_on: claims::Placement,
     },
     /// HTTP load: keep-alive connections, fixed duration, latency histogram, duplicate check.
     Http {
@@ -109,8 +113,16 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            BenchCommand::Claims { nodes, concurrency, duration_secs, fsync } => {
-                claims(nodes, concurrency, duration_secs, fsync).await
+            BenchCommand::Claims { nodes, concurrency, duration_secs, fsync, claimers_on } => {
+                claims(claims::ClaimsOptions {
+                    nodes,
+                    concurrency,
+                    duration: Duration::from_secs(duration_secs),
+                    fsync,
+                    step: 1000,
+                    placement: claimers_on,
+                })
+                .await
             }
             BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, ca, json } => {
                 let options = http::HttpOptions {
@@ -167,14 +179,22 @@ fn claims_header() -> String {
     format!("{a:>11} {b:>9} {c:>10} {d:>7} {e:>9} {f:>9} {g:>9}")
 }
 
-async fn claims(nodes: usize, concurrency: Vec<usize>, duration_secs: u64, fsync: bool) -> Result<ExitCode, String> {
-    if nodes == 0 || concurrency.contains(&0) {
+async fn claims(options: claims::ClaimsOptions) -> Result<ExitCode, String> {
+    if options.nodes == 0 || options.concurrency.contains(&0) {
         eprintln!("error: --nodes and --concurrency must be above 0");
         return Ok(ExitCode::from(2));
     }
-    let options =
-        claims::ClaimsOptions { nodes, concurrency, duration: Duration::from_secs(duration_secs), fsync, step: 1000 };
-    println!("claims on a {nodes}-node in-process cluster, loopback HTTP, fsync={fsync}, {duration_secs} s per run");
+    if options.nodes == 1 && options.placement == claims::Placement::Followers {
+        eprintln!("error: a 1-node cluster has no follower");
+        return Ok(ExitCode::from(2));
+    }
+    println!(
+        "claims on a {}-node in-process cluster, loopback HTTP, fsync={}, claimers on {:?}, {} s per run",
+        options.nodes,
+        options.fsync,
+        options.placement,
+        options.duration.as_secs()
+    );
     println!("{}", claims_header());
     for r in claims::run(&options).await? {
         println!("{}", claims_row(&r));

@@ -1,0 +1,203 @@
+//! Giving back what a node holds and will not serve: on shutdown every buffer's never-served
+//! tail, and while running the tail of a buffer that went idle, which is then dropped from the
+//! map (the next request for the tag creates a fresh one, as on first use).
+//!
+//! Every give-back is one `ReleaseSegment { tag, from, expected_max_id }`, which the state
+//! machine applies only while `max_id` still equals `expected_max_id` (nobody claimed since), and
+//! which is proposed once and never resent (a redelivered release could apply after a re-claim).
+//! Its `from` comes from [`SegmentBuffer::close`](crate::engine::SegmentBuffer::close), which stops
+//! the buffer and reads how far it served in one step that no take can straddle: a request that
+//! loaded the buffer before it was dropped either took its IDs before that point or takes none.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Segments;
+use super::TagBuffer;
+use crate::cluster::Cluster;
+use crate::engine::segment::releasable_tail;
+
+/// The longest time between two idle sweeps.
+const MAX_SWEEP_PERIOD: Duration = Duration::from_secs(60);
+
+/// The shortest time between two idle sweeps.
+const MIN_SWEEP_PERIOD: Duration = Duration::from_millis(10);
+
+/// The counters of buffers this node dropped, so totals over all tags stay true, and what the
+/// idle drops gave back.
+#[derive(Debug, Default)]
+pub(super) struct Dropped {
+    pub(super) ids_issued: AtomicU64,
+    pub(super) waits: AtomicU64,
+    /// Buffers dropped for idleness.
+    pub(super) idle_drops: AtomicU64,
+    /// Their tails' give-backs, by outcome.
+    pub(super) released: AtomicU64,
+    pub(super) refused: AtomicU64,
+    pub(super) failed: AtomicU64,
+}
+
+/// What the idle sweep saw of one buffer: its IDs issued, and since when that number stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct IdleMark {
+    issued: u64,
+    since: Instant,
+}
+
+impl IdleMark {
+    pub(super) fn new(now: Instant) -> IdleMark {
+        IdleMark { issued: 0, since: now }
+    }
+
+    /// Records what a sweep at `now` sees (`issued`; `busy`: a claim in flight) and answers
+    /// whether the buffer has served nothing and loaded nothing for at least `idle`. The count
+    /// moves when a request ends, so a buffer is idle at least `idle` after its last request.
+    pub(super) fn went_idle(&mut self, issued: u64, busy: bool, now: Instant, idle: Duration) -> bool {
+        if busy || issued != self.issued {
+            *self = IdleMark { issued, since: now };
+        }
+        now.saturating_duration_since(self.since) >= idle
+    }
+}
+
+/// How one give-back ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// `max_id` went down to the tail's start.
+    Applied,
+    /// Someone claimed after this node: the tail stays a gap.
+    Refused,
+    /// No answer (it may still apply, exactly once): a gap at worst.
+    Failed,
+}
+
+/// A closed buffer's tail to give back: `(tag, from, expected_max_id)`.
+type Tail = (String, u64, u64);
+
+/// Closes `buffer` and answers its never-served tail, if any.
+fn close(buffer: &TagBuffer) -> Option<Tail> {
+    let (from, expected_max_id) = releasable_tail(&buffer.buffer.close())?;
+    Some((buffer.tag.clone(), from, expected_max_id))
+}
+
+impl TagBuffer {
+    fn went_idle(&self, now: Instant, idle: Duration) -> bool {
+        let busy = self.buffer.state().loading;
+        let issued = self.issued.load(Ordering::Relaxed);
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).went_idle(issued, busy, now, idle)
+    }
+}
+
+impl Segments {
+    /// Closes every buffer and gives back each never-served tail with one `ReleaseSegment`,
+    /// all tags at once. A release that does not commit in time only leaves a gap. From here on
+    /// a closed buffer answers "shutting down" and no buffer is created.
+    pub async fn release_all(&self) {
+        let buffers = {
+            let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());
+            self.stopping.store(true, Ordering::SeqCst);
+            self.buffers.load_full()
+        };
+        let tails = buffers.values().filter_map(|buffer| close(buffer)).collect();
+        give_back_all(&self.cluster, tails, "shutdown").await;
+    }
+
+    /// Drops the buffers that served nothing and loaded nothing for `idle` up to `now`, and gives
+    /// back their never-served tails; answers how many it dropped. Each is taken out of the map
+    /// and then closed under the lock that creates buffers, so the tag's next buffer is created
+    /// only after the old one can serve nothing more.
+    pub async fn drop_idle(&self, now: Instant, idle: Duration) -> usize {
+        let idle_buffers: Vec<Arc<TagBuffer>> =
+            self.buffers.load().values().filter(|buffer| buffer.went_idle(now, idle)).cloned().collect();
+        if idle_buffers.is_empty() {
+            return 0;
+        }
+        let (dropped, tails): (usize, Vec<Tail>) = {
+            let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());
+            if self.stopping.load(Ordering::SeqCst) {
+                return 0;
+            }
+            let mut next = HashMap::clone(&self.buffers.load());
+            let still_there = |buffer: &&Arc<TagBuffer>| next.get(&buffer.tag).is_some_and(|b| Arc::ptr_eq(b, buffer));
+            let dropping: Vec<&Arc<TagBuffer>> = idle_buffers.iter().filter(still_there).collect();
+            for buffer in &dropping {
+                next.remove(&buffer.tag);
+            }
+            // Out of the map first: a request that sees the closed buffer looks again and finds
+            // none, and creates the next one once this lock is free.
+            self.buffers.store(Arc::new(next));
+            self.dropped.idle_drops.fetch_add(dropping.len() as u64, Ordering::Relaxed);
+            (dropping.len(), dropping.into_iter().filter_map(|buffer| close(buffer)).collect())
+        };
+        for outcome in give_back_all(&self.cluster, tails, "idle").await {
+            let counter = match outcome {
+                Outcome::Applied => &self.dropped.released,
+                Outcome::Refused => &self.dropped.refused,
+                Outcome::Failed => &self.dropped.failed,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        dropped
+    }
+
+    /// Drops idle buffers (see [`Segments::drop_idle`]) every quarter of the idle time (at most a
+    /// minute apart) until `stop` turns true or closes; returns at once without an idle time.
+    pub async fn drop_idle_buffers(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Some(idle) = self.config.idle else { return };
+        let mut sweeps = tokio::time::interval((idle / 4).clamp(MIN_SWEEP_PERIOD, MAX_SWEEP_PERIOD));
+        sweeps.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = sweeps.tick() => {}
+                _ = stop.wait_for(|stop| *stop) => return,
+            }
+            let dropped = self.drop_idle(Instant::now(), idle).await;
+            if dropped > 0 {
+                tracing::info!(dropped, idle_ms = crate::clock::millis(idle), "idle segment buffers dropped");
+            }
+        }
+    }
+}
+
+/// Proposes one `ReleaseSegment` per tail, all at once, and answers how each ended.
+async fn give_back_all(cluster: &Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
+    let mut releases = tokio::task::JoinSet::new();
+    for (tag, from, expected_max_id) in tails {
+        releases.spawn(give_back(cluster.clone(), tag, from, expected_max_id, why));
+    }
+    let mut outcomes = Vec::new();
+    while let Some(outcome) = releases.join_next().await {
+        outcomes.push(outcome.unwrap_or(Outcome::Failed));
+    }
+    outcomes
+}
+
+async fn give_back(cluster: Arc<Cluster>, tag: String, from: u64, expected_max_id: u64, why: &'static str) -> Outcome {
+    let request = raft::Request::ReleaseSegment { tag: tag.clone(), from, expected_max_id };
+    match cluster.write(request).await {
+        Ok(raft::Response::Released { applied }) => {
+            tracing::info!(tag = %tag, from, expected_max_id, applied, why, "segment tail released");
+            if applied {
+                Outcome::Applied
+            } else {
+                Outcome::Refused
+            }
+        }
+        Ok(other) => {
+            tracing::warn!(tag = %tag, answer = ?other, why, "unexpected answer to a release");
+            Outcome::Failed
+        }
+        Err(e) => {
+            tracing::warn!(tag = %tag, error = %e, why, "segment tail not released (a gap, not a duplicate)");
+            Outcome::Failed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
