@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # Claims/s and commit latency of Raft-committed segment claims on a local 3-node cluster
-# (loopback HTTP, sled with fdatasync) at 1, 4 and 16 concurrent claimers, and, in the same run,
-# the same claim as a compare-and-swap transaction on a local 3-member etcd (SPEC §7's baseline).
-# etcd comes from Debian's etcd-server package; without it (and without root to install it) the
-# etcd half is skipped with a message.
+# (loopback HTTP, sled with fdatasync) at 1, 4 and 16 concurrent claimers; then, with one
+# claimer, where a claim's time goes (the claimer on the leader or on a follower, one node,
+# fsync off); and, in the same run, the baselines:
+#   - Leaf's own claim on MariaDB (Debian's mariadb-server, a private instance with
+#     sync_binlog=1 and innodb_flush_log_at_trx_commit=1, on the same disk): one client doing
+#     BEGIN; UPDATE leaf_alloc SET max_id = max_id + step ...; SELECT ...; COMMIT, one at a time
+#     (issue 17's bar);
+#   - the same claim as a compare-and-swap transaction on a local 3-member etcd (SPEC §7's).
+# Each baseline missing (and not installable without root) is skipped with a message.
 # Usage: scripts/bench-claims.sh [--duration-secs S]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +19,57 @@ cargo build --release --quiet -p leafraft -p leafraft-tools
 bin=./target/release/leafraft
 bench=./target/release/leafraft-bench
 "$bench" claims --nodes 3 --concurrency 1,4,16 --duration-secs "$duration"
+echo "== where one claimer's time goes"
+for placement in "--nodes 3 --claimers-on followers" "--nodes 3 --claimers-on leader" "--nodes 1 --claimers-on leader"; do
+  for fsync in true false; do
+    printf "%-36s fsync=%-5s " "$placement" "$fsync"
+    # shellcheck disable=SC2086
+    "$bench" claims $placement --fsync "$fsync" --concurrency 1 --duration-secs "$duration" | tail -1
+  done
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+mariadb_baseline() {
+  if ! command -v mariadbd >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mariadb-server >/dev/null 2>&1 || true
+  fi
+  if ! command -v mariadbd >/dev/null 2>&1; then
+    echo "MariaDB baseline skipped: install Debian's mariadb-server to run it"
+    return
+  fi
+  local dir=$work/mariadb sock=$work/mariadb.sock n=$((duration * 2000))
+  local sql=(mariadb --no-defaults -S "$sock" -u root)
+  mariadb-install-db --no-defaults --datadir="$dir" --user=root --auth-root-authentication-method=normal \
+    >"$work/mariadb-install.log" 2>&1
+  mariadbd --no-defaults --datadir="$dir" --socket="$sock" --skip-networking --user=root --server-id=1 \
+    --log-bin="$dir/binlog" --sync-binlog=1 --innodb-flush-log-at-trx-commit=1 >"$work/mariadb.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 200); do "${sql[@]}" -e "SELECT 1" >/dev/null 2>&1 && break; sleep 0.05; done
+  # Leaf's table (scripts/leaf_alloc.sql in Leaf) and one tag.
+  "${sql[@]}" -e "CREATE DATABASE leaf; CREATE TABLE leaf.leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '',
+    max_id bigint NOT NULL DEFAULT 1, step int NOT NULL, description varchar(256) DEFAULT NULL,
+    update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag))
+    ENGINE=InnoDB; INSERT INTO leaf.leaf_alloc (biz_tag, max_id, step) VALUES ('bench', 1, 1000);"
+  for _ in $(seq 1 "$n"); do
+    echo "BEGIN; UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = 'bench';"
+    echo "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = 'bench'; COMMIT;"
+  done >"$work/claims.sql"
+  local t0 t1
+  t0=$(date +%s.%N)
+  "${sql[@]}" leaf <"$work/claims.sql" >/dev/null
+  t1=$(date +%s.%N)
+  echo "MariaDB $("${sql[@]}" -N -e "SELECT VERSION()"), sync_binlog=1, innodb_flush_log_at_trx_commit=1, one client:"
+  python3 -c "print('  %d claims in %.2f s: %.0f claims/s (a mean of %.0f µs each)' % ($n, $t1 - $t0, $n / ($t1 - $t0), ($t1 - $t0) / $n * 1e6))"
+}
+mariadb_baseline
 
 if ! command -v etcd >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -25,14 +81,6 @@ if ! command -v etcd >/dev/null 2>&1; then
   exit 0
 fi
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 client=() peer=()
 for i in 1 2 3; do client+=("$(free_port)"); peer+=("$(free_port)"); done

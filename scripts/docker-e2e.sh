@@ -10,11 +10,14 @@
 #      (/v1/snowflake?count=N and /api/snowflake/get/{key}) from every node
 #   4. `docker kill`s the leader while both followers are under load; measures the time until a
 #      survivor is leader, checks the survivors kept serving and still serve and accept writes;
-#      restarts the killed container and checks it rejoins, catches up and serves
+#      restarts the killed container and checks it rejoins, catches up and (once the cluster has
+#      settled, see 5) serves
 #   5. `docker network disconnect`s a follower: the other two must serve and accept writes; the
 #      cut-off one (reached with `docker exec ... /leafraft id ...`, the image has no shell) must
-#      serve from its buffers or answer one of SPEC's errors; reconnects it with its alias and
-#      checks it rejoins and serves
+#      serve from its buffers or answer one of SPEC's errors; reconnects it with its alias,
+#      checks it rejoins and, once the cluster has settled (every node at one term under one
+#      leader, serving snowflake, for a second: the election a rejoining node with a higher term
+#      forces can come after the first agreement), that every node serves
 #   6. checks that no segment ID (per tag) and no snowflake ID was handed out twice, that every ID
 #      is a positive 64-bit integer and that each node's IDs increase; prints a summary and
 #      PASS/FAIL, and always tears everything down (containers, network, volumes).
@@ -24,6 +27,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT="$(pwd)"
+# The script's own output, for what commands run under `wait_until` (which silences them) log.
+exec 3>&1
 
 T_START_MS=$(($(date +%s%N) / 1000000))
 PROJECT="${E2E_PROJECT:-leafraft-e2e-$$}"
@@ -308,6 +313,61 @@ caught_up() {
   [ "$(cluster_field "$node" '.leader_id // empty')" = "$leader" ] && [ -n "$applied" ] && [ "$applied" -ge "$target" ]
 }
 
+# How far apart the two polls of `settled` are: longer than the longest election timeout (600 ms:
+# a node that stops hearing from the leader campaigns, with a higher term, within it) and than the
+# leader lease (450 ms, raft/src/lease.rs) that holds back the votes of an election a rejoining
+# node forces.
+SETTLE_MS="${E2E_SETTLE_MS:-1000}"
+SETTLED_LEADER=""
+SETTLED_TERM=""
+LAST_VIEW=""
+
+# One poll of NODES: sets AGREED to "LEADER TERM" when every node names the same leader in the
+# same term, that leader says it leads and every node serves snowflake; else empties it and
+# answers 1. Logs the nodes' (leader, term, role, snowflake) whenever that view changes (on fd 3:
+# `wait_until` silences its command), so a forced election shows in the output.
+AGREED=""
+agreed_view() {
+  local node line leader="" term="" agreed=0 view="" l t r s
+  AGREED=""
+  for node in "$@"; do
+    line=$(curl -s -m 2 "$(url "$node" /v1/cluster)" 2>/dev/null \
+      | jq -r '"\(.leader_id // "-") \(.term // "-") \(.role // "-")"' 2>/dev/null)
+    read -r l t r <<<"${line:-- - -}"
+    if sf_ready "$node"; then s=sf; else s=no-sf; fi
+    view+=" node $node: leader $l term $t $r $s;"
+    if [ "$l" = - ] || [ "$t" = - ] || [ "$s" != sf ]; then
+      agreed=1
+    elif [ -z "$leader" ]; then
+      leader=$l term=$t
+    elif [ "$l" != "$leader" ] || [ "$t" != "$term" ]; then
+      agreed=1
+    fi
+  done
+  if [ "$view" != "$LAST_VIEW" ]; then
+    LAST_VIEW=$view
+    log "cluster view:$view" >&3
+  fi
+  [ "$agreed" = 0 ] && [ "$(cluster_field "$leader" .role)" = leader ] || return 1
+  AGREED="$leader $term"
+}
+
+# settled NODE...: the cluster has SETTLED. `agreed_view` holds, and still holds with the same
+# leader and term SETTLE_MS later. A node that campaigned while cut off comes back with a higher
+# term and forces an election once it reaches the others, which can be after everyone agreed on
+# the old leader; until every node is at one term under one leader that election may still come,
+# and a request landing in its leaderless gap is refused (WORKER_UNAVAILABLE, NO_LEADER). Sets
+# SETTLED_LEADER and SETTLED_TERM.
+settled() {
+  local first
+  SETTLED_LEADER="" SETTLED_TERM=""
+  agreed_view "$@" || return 1
+  first=$AGREED
+  sleep "$(awk -v ms="$SETTLE_MS" 'BEGIN { printf "%.3f", ms / 1000 }')"
+  agreed_view "$@" && [ "$AGREED" = "$first" ] || return 1
+  read -r SETTLED_LEADER SETTLED_TERM <<<"$AGREED"
+}
+
 # --- 1. Image -------------------------------------------------------------------------------------
 
 if [ "${E2E_SKIP_BUILD:-0}" = 1 ]; then
@@ -429,6 +489,9 @@ role=$(cluster_field "$OLD_LEADER" .role)
 log "node $OLD_LEADER rejoined as $role ${REJOIN_MS} ms after docker start"
 wait_until 30 "restarted node $OLD_LEADER serving snowflake again" sf_ready "$OLD_LEADER"
 SF_REJOIN_MS=$(($(now_ms) - t_start))
+# A restarted node that heard from no leader in its election timeout campaigns too (see `settled`).
+wait_until 60 "all three at one term under one leader, serving snowflake, for ${SETTLE_MS} ms, after restarting node $OLD_LEADER" \
+  settled 1 2 3
 fetch_round "$OLD_LEADER" "$TAG" "$TAG2" || fail "restarted node $OLD_LEADER does not serve"
 wait_until 60 "restarted container healthy again" healthy "$OLD_LEADER"
 note "restart: node $OLD_LEADER ready, following node $NEW_LEADER and caught up ${REJOIN_MS} ms after docker start; snowflake after ${SF_REJOIN_MS} ms; healthy again after $(($(now_ms) - t_start)) ms"
@@ -507,7 +570,30 @@ wait_until 30 "all three serving snowflake after reconnecting node $CUT" all_sf_
 SF_RECONNECT_MS=$(($(now_ms) - t_conn))
 TERM_AFTER=$(cluster_field "${LEADER:-1}" .term)
 log "node $CUT rejoined ${RECONNECT_MS} ms after reconnecting; leader node $LEADER, term $TERM_BEFORE -> $TERM_AFTER"
-note "reconnect: node $CUT ready and caught up after ${RECONNECT_MS} ms; leader node $LEADER, term $TERM_BEFORE -> $TERM_AFTER$([ "$TERM_AFTER" != "$TERM_BEFORE" ] && echo " (the rejoining node forced an election)"); snowflake on node $CUT again after ${SF_RECONNECT_MS} ms${reason:+ (refused until then: $reason)}"
+# The checks above can all pass before the election the rejoining node forces (its term went up
+# while it campaigned alone): probe only once every node is at one term under one leader, twice
+# SETTLE_MS apart, and the rejoined node has caught up with that leader.
+settled_and_caught_up() {
+  settled 1 2 3 || return 1
+  local was="$SETTLED_LEADER $SETTLED_TERM"
+  caught_up "$CUT" "$SETTLED_LEADER" "$(cluster_field "$SETTLED_LEADER" '.commit_index // 0')" \
+    && settled 1 2 3 && [ "$SETTLED_LEADER $SETTLED_TERM" = "$was" ] && return 0
+  SETTLED_LEADER="" SETTLED_TERM=""
+  return 1
+}
+LEADER_AGREED=$LEADER TERM_AGREED=$TERM_AFTER
+wait_until 60 "all three at one term under one leader, serving snowflake, for ${SETTLE_MS} ms, after reconnecting node $CUT" \
+  settled_and_caught_up
+SETTLE_MS_TAKEN=$(($(now_ms) - t_conn))
+if [ -n "$SETTLED_LEADER" ]; then
+  LEADER=$SETTLED_LEADER TERM_AFTER=$SETTLED_TERM
+fi
+later=""
+if [ "$LEADER:$TERM_AFTER" != "$LEADER_AGREED:$TERM_AGREED" ]; then
+  later=" after the first agreement (node $LEADER_AGREED, term $TERM_AGREED)"
+fi
+log "settled ${SETTLE_MS_TAKEN} ms after reconnecting: leader node $LEADER, term $TERM_AFTER on every node$later"
+note "reconnect: node $CUT ready and caught up after ${RECONNECT_MS} ms; leader node $LEADER, term $TERM_BEFORE -> $TERM_AFTER$([ "$TERM_AFTER" != "$TERM_BEFORE" ] && echo " (the rejoining node forced an election${later})"); snowflake on node $CUT again after ${SF_RECONNECT_MS} ms${reason:+ (refused until then: $reason)}; settled (one leader and term on every node for ${SETTLE_MS} ms) after ${SETTLE_MS_TAKEN} ms"
 
 for n in 1 2 3; do
   fetch_round "$n" "${TAGS[@]}" || fail "node $n did not serve after the partition healed"
