@@ -31,6 +31,9 @@ pub enum RouteKey {
 struct Slot {
     route: OnceLock<&'static str>,
     counts: [AtomicU64; CODES.len()],
+    /// The largest count a copy has brought the registry up to: a copy adds only what lies
+    /// beyond it, so copies that overlap add each request once.
+    copied: [AtomicU64; CODES.len()],
 }
 
 pub struct RequestCounts {
@@ -41,7 +44,11 @@ pub struct RequestCounts {
 impl RequestCounts {
     pub fn new(family: Family<RequestLabels, Counter>) -> RequestCounts {
         let slots = (0..SLOTS)
-            .map(|_| Slot { route: OnceLock::new(), counts: std::array::from_fn(|_| AtomicU64::new(0)) })
+            .map(|_| Slot {
+                route: OnceLock::new(),
+                counts: std::array::from_fn(|_| AtomicU64::new(0)),
+                copied: std::array::from_fn(|_| AtomicU64::new(0)),
+            })
             .collect();
         RequestCounts { slots, family }
     }
@@ -77,15 +84,16 @@ impl RequestCounts {
         }
     }
 
-    /// Brings the registry's series up to the atomics (the caller serialises scrapes).
+    /// Brings the registry's series up to the atomics. Safe to call from overlapping scrapes:
+    /// reading the registry's value and adding the difference would let two copies add it twice.
     pub fn copy_into_registry(&self) {
         for slot in self.slots.iter() {
             let Some(route) = slot.route.get() else { continue };
             for (position, code) in CODES.iter().enumerate() {
                 let count = slot.counts[position].load(Ordering::Relaxed);
-                if count > 0 {
-                    let counter = self.family.get_or_create(&RequestLabels { route, code: *code });
-                    counter.inc_by(count.saturating_sub(counter.get()));
+                let before = slot.copied[position].fetch_max(count, Ordering::Relaxed);
+                if count > before {
+                    self.family.get_or_create(&RequestLabels { route, code: *code }).inc_by(count - before);
                 }
             }
         }
@@ -128,6 +136,40 @@ mod tests {
         assert!(text.contains(r#"requests_total{route="/api/segment/get/{tag}",code="200"} 3"#), "{text}");
         assert!(text.contains(r#"requests_total{route="/api/segment/get/{tag}",code="500"} 1"#), "{text}");
         assert!(text.contains(r#"requests_total{route="/v1/tags",code="418"} 1"#), "{text}");
+    }
+
+    /// Two scrapes that copied at once both added the same difference, and the series showed
+    /// more requests than were served (until the true count caught up). Each copy must show at
+    /// most what was counted by the time it ends.
+    #[test]
+    fn regression_overlapping_copies_never_show_more_than_was_counted() {
+        const THREADS: usize = 2;
+        const REQUESTS_PER_THREAD: usize = 200_000;
+        let family = Family::default();
+        let counts = RequestCounts::new(family.clone());
+        let route = "/api/segment/get/{tag}";
+        let key = counts.key(route);
+        let RouteKey::Slot(index) = key else { panic!("a fresh table has a free slot") };
+        let counted = &counts.slots[index].counts[0];
+        let series = family.get_or_create(&RequestLabels { route: intern(route), code: 200 }).clone();
+        let over = std::sync::atomic::AtomicU64::new(0);
+        std::thread::scope(|threads| {
+            for _ in 0..THREADS {
+                threads.spawn(|| {
+                    for _ in 0..REQUESTS_PER_THREAD {
+                        counts.count(key, 200);
+                        counts.copy_into_registry();
+                        let shown = series.get();
+                        if shown > counted.load(Ordering::SeqCst) {
+                            over.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(over.load(Ordering::Relaxed), 0, "copies that showed more requests than were counted");
+        counts.copy_into_registry();
+        assert_eq!(series.get(), (THREADS * REQUESTS_PER_THREAD) as u64);
     }
 
     #[test]
