@@ -68,12 +68,16 @@ fn form(params: &IdParams) -> Result<Form, Error> {
 }
 
 fn write(layout: &Layout, form: &Form, parts: &[Parts]) -> Result<Vec<String>, Error> {
-    let render = |parts: &Parts| match form {
-        Form::Long => layout.encode(*parts).map(|id| id.to_string()),
-        Form::String(prefix) => layout.format(prefix, *parts),
+    parts.iter().map(|parts| write_one(layout, form, *parts)).collect()
+}
+
+fn write_one(layout: &Layout, form: &Form, parts: Parts) -> Result<String, Error> {
+    let written = match form {
+        Form::Long => layout.encode(parts).map(|id| itoa::Buffer::new().format(id).to_string()),
+        Form::String(prefix) => layout.format(prefix, parts),
     };
     // An error here means the clock left the namespace's time bits: nothing was valid to serve.
-    parts.iter().map(render).collect::<Result<_, _>>().map_err(|e| Error::new(ErrorCode::ClockAhead, e.to_string()))
+    written.map_err(|e| Error::new(ErrorCode::ClockAhead, e.to_string()))
 }
 
 async fn next(state: &AppState, namespace: &str, params: &IdParams, count: u64) -> Result<Vec<String>, Error> {
@@ -157,13 +161,17 @@ pub async fn leaf_get(
     let (Ok(Path(namespace)), Ok(Query(params))) = (namespace, params) else {
         return leaf_error(-2);
     };
-    match next(&state, &namespace, &params, 1).await {
-        Ok(ids) => match ids.into_iter().next() {
-            Some(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id).into_response(),
-            None => leaf_error(-3),
-        },
+    match next_one(&state, &namespace, &params).await {
+        Ok(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id).into_response(),
         Err(e) => leaf_error(leaf_timeseq_code(e.code)),
     }
+}
+
+async fn next_one(state: &AppState, namespace: &str, params: &IdParams) -> Result<String, Error> {
+    let shard = params.shard.ok_or_else(|| Error::invalid("shard is required"))?;
+    let form = form(params)?;
+    let (parts, layout) = state.timeseq.next_id(namespace, shard).await?;
+    write_one(&layout, &form, parts)
 }
 
 /// Takes an ID of either form apart.

@@ -39,8 +39,9 @@ impl Timeseq {
 
     async fn claim(&self, ns: &NamespaceHolder, second: u64) {
         let wanted = ns.wanted.swap(0, Ordering::Relaxed).min(ns.sizer.max);
-        let count = ns.sizer.size(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
-        let request = raft::Request::ClaimTimeseq { namespace: ns.name.clone(), second, count, now_ms: now_ms() };
+        let now = now_ms();
+        let count = ns.sizer.size(rate(ns, now)).max(wanted);
+        let request = raft::Request::ClaimTimeseq { namespace: ns.name.clone(), second, count, now_ms: now };
         let failure = match self.cluster.write(request).await {
             Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
@@ -105,6 +106,22 @@ fn forget_passed_failure(ns: &NamespaceHolder, second: u64) {
     }
 }
 
+/// The shortest stretch the recent rate is estimated over, so that a few requests in the first
+/// milliseconds after a claim do not pass for a flood.
+const MIN_RATE_WINDOW_MS: u64 = 10;
+
+/// Sequences per second this claim is sized by: those taken during the last full second, or the
+/// rate since the previous claim began when that is higher. A namespace busy again after idling
+/// has a last second of nothing; sized by it alone, its first second would crawl along in claims
+/// of the minimum size, and requests would wait for each one.
+fn rate(ns: &NamespaceHolder, now: u64) -> u64 {
+    let taken = ns.taken.load(Ordering::Relaxed);
+    let since = taken.saturating_sub(ns.taken_at_last_claim.swap(taken, Ordering::Relaxed));
+    let window_ms = now.saturating_sub(ns.last_claim_ms.swap(now, Ordering::Relaxed)).max(MIN_RATE_WINDOW_MS);
+    let recent = since.saturating_mul(1000) / window_ms;
+    ns.last_second_ids.load(Ordering::Relaxed).max(recent)
+}
+
 /// Once per second: the sequences taken during the second that ended become the rate claims
 /// follow.
 fn roll_rate(ns: &NamespaceHolder, now: u64) {
@@ -116,5 +133,40 @@ fn roll_rate(ns: &NamespaceHolder, now: u64) {
         let elapsed_s = second.saturating_sub(*last).max(1);
         ns.last_second_ids.store(issued.saturating_sub(previous) / elapsed_s, Ordering::Relaxed);
         *last = second;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::timeseq::Layout;
+
+    fn namespace() -> NamespaceHolder {
+        NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 })
+    }
+
+    /// After a minute of idling, the last full second served nothing; the second claim of a
+    /// burst is sized by what the burst took since the first claim began, not by that second.
+    #[test]
+    fn a_namespace_busy_again_after_idling_sizes_claims_by_its_recent_rate() {
+        let ns = namespace();
+        roll_rate(&ns, 60_000);
+        assert_eq!(ns.sizer.size(rate(&ns, 60_000)), ns.sizer.min, "the first claim knows no rate");
+        ns.taken.fetch_add(400, Ordering::Relaxed);
+        assert_eq!(rate(&ns, 60_020), 20_000, "400 sequences in 20 ms");
+        assert_eq!(ns.sizer.size(20_000), 5_000);
+        ns.taken.fetch_add(5, Ordering::Relaxed);
+        assert_eq!(rate(&ns, 60_021), 500, "a few sequences within the shortest window count over 10 ms");
+    }
+
+    /// A busy last second keeps claims large through a quiet moment.
+    #[test]
+    fn the_last_full_second_still_sizes_claims_when_it_was_busier() {
+        let ns = namespace();
+        roll_rate(&ns, 1_000);
+        ns.taken.fetch_add(100_000, Ordering::Relaxed);
+        roll_rate(&ns, 2_000);
+        assert_eq!(rate(&ns, 2_500), 100_000);
+        assert_eq!(ns.sizer.size(rate(&ns, 2_600)), 25_000);
     }
 }

@@ -75,8 +75,34 @@ struct NamespaceHolder {
     issued_at_second_start: AtomicU64,
     /// The second the rate was last rolled at.
     rate_second: Mutex<u64>,
+    /// `taken` when the last claim began, and when (Unix ms): the recent rate a claim is also
+    /// sized by.
+    taken_at_last_claim: AtomicU64,
+    last_claim_ms: AtomicU64,
     /// Unix ms of the last request, so only namespaces in use are prefetched.
     last_used_ms: AtomicU64,
+}
+
+impl NamespaceHolder {
+    fn new(name: &str, layout: Layout) -> NamespaceHolder {
+        NamespaceHolder {
+            name: name.to_string(),
+            layout,
+            holder: RangeHolder::new(),
+            sizer: RangeSizer::for_seq_bits(layout.seq_bits),
+            claimed: Notify::new(),
+            last_failure: Mutex::new(None),
+            issued: AtomicU64::new(0),
+            taken: AtomicU64::new(0),
+            wanted: AtomicU64::new(0),
+            last_second_ids: AtomicU64::new(0),
+            issued_at_second_start: AtomicU64::new(0),
+            rate_second: Mutex::new(0),
+            taken_at_last_claim: AtomicU64::new(0),
+            last_claim_ms: AtomicU64::new(0),
+            last_used_ms: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Counters for `/metrics` and the status page.
@@ -133,6 +159,26 @@ impl Timeseq {
             .ok_or_else(|| Error::namespace_not_found(name))
     }
 
+    /// One ID of `namespace` for `shard`, with the layout that encodes it: Leaf's path, which
+    /// takes it from the range held for this second without building a `Vec`, else waits as
+    /// [`Timeseq::next_ids`] does.
+    pub async fn next_id(self: &Arc<Self>, namespace: &str, shard: u64) -> Result<(Parts, Layout), Error> {
+        if let Some(ns) = self.holders.load().get(namespace) {
+            let started_ms = self.begin(ns, shard)?;
+            if let Take::Ids { range, refill_due } = ns.holder.take(started_ms / 1000, 1) {
+                ns.taken.fetch_add(1, Ordering::Relaxed);
+                if refill_due {
+                    self.start_claim(ns, range.second);
+                }
+                ns.issued.fetch_add(1, Ordering::Relaxed);
+                return Ok((Parts { second: range.second, shard, sequence: range.start }, ns.layout));
+            }
+        }
+        let parts = self.next_ids(namespace, shard, 1).await?;
+        let first = parts.first().copied().ok_or_else(|| Error::no_leader("no time-sequence ID was ready"))?;
+        Ok((first, self.layout(namespace)?))
+    }
+
     /// Hands out `count` IDs of `namespace` for `shard`, as parts the caller formats.
     pub async fn next_ids(self: &Arc<Self>, namespace: &str, shard: u64, count: u64) -> Result<Vec<Parts>, Error> {
         if count == 0 || count > MAX_COUNT {
@@ -142,17 +188,7 @@ impl Timeseq {
             Some(ns) => ns.clone(),
             None => self.create_holder(namespace)?,
         };
-        ns.layout.check_shard(shard).map_err(|e| Error::invalid(e.to_string()))?;
-        if let Some(refused) = self.clock_refused.load().as_deref() {
-            self.counters.refused_clocks.fetch_add(1, Ordering::Relaxed);
-            return Err(refused.clone());
-        }
-        let started_ms = now_ms();
-        // Written once a second at most: a store on every request would move the cache line
-        // between the cores for a value only the idle check (seconds) reads.
-        if started_ms / 1000 != ns.last_used_ms.load(Ordering::Relaxed) / 1000 {
-            ns.last_used_ms.store(started_ms, Ordering::Relaxed);
-        }
+        let started_ms = self.begin(&ns, shard)?;
         let deadline = tokio::time::Instant::now() + MAX_WAIT;
         let mut ids = Vec::with_capacity(count as usize);
         let mut waited = false;
@@ -195,6 +231,7 @@ impl Timeseq {
             };
             if !std::mem::replace(&mut waited, true) {
                 self.counters.waits.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(namespace = %ns.name, now_ms = now_ms(), now_s, ?wait_until, state = ?ns.holder.state(), "time-sequence request waits");
             }
             let woke = match wait_until {
                 Some(second) => {
@@ -209,6 +246,23 @@ impl Timeseq {
         }
         ns.issued.fetch_add(count, Ordering::Relaxed);
         Ok(ids)
+    }
+
+    /// What every request does before it takes IDs: checks its shard and this node's clock, and
+    /// marks the namespace in use. Answers the time the request started, in Unix ms.
+    fn begin(&self, ns: &NamespaceHolder, shard: u64) -> Result<u64, Error> {
+        ns.layout.check_shard(shard).map_err(|e| Error::invalid(e.to_string()))?;
+        if let Some(refused) = self.clock_refused.load().as_deref() {
+            self.counters.refused_clocks.fetch_add(1, Ordering::Relaxed);
+            return Err(refused.clone());
+        }
+        let started_ms = now_ms();
+        // Written once a second at most: a store on every request would move the cache line
+        // between the cores for a value only the idle check (seconds) reads.
+        if started_ms / 1000 != ns.last_used_ms.load(Ordering::Relaxed) / 1000 {
+            ns.last_used_ms.store(started_ms, Ordering::Relaxed);
+        }
+        Ok(started_ms)
     }
 
     /// The error a request answers when its wait ran out.
@@ -238,21 +292,7 @@ impl Timeseq {
         if let Some(ns) = current.get(name) {
             return Ok(ns.clone());
         }
-        let ns = Arc::new(NamespaceHolder {
-            name: name.to_string(),
-            layout,
-            holder: RangeHolder::new(),
-            sizer: RangeSizer::for_seq_bits(layout.seq_bits),
-            claimed: Notify::new(),
-            last_failure: Mutex::new(None),
-            issued: AtomicU64::new(0),
-            taken: AtomicU64::new(0),
-            wanted: AtomicU64::new(0),
-            last_second_ids: AtomicU64::new(0),
-            issued_at_second_start: AtomicU64::new(0),
-            rate_second: Mutex::new(0),
-            last_used_ms: AtomicU64::new(0),
-        });
+        let ns = Arc::new(NamespaceHolder::new(name, layout));
         let mut next = HashMap::clone(&current);
         next.insert(name.to_string(), ns.clone());
         self.holders.store(Arc::new(next));
