@@ -24,8 +24,8 @@ pub enum PlantedBug {
     /// `uncommitted-claim`: a follower fills its buffer from its local `max_id` without a
     /// committed `ClaimSegment`, as if a claim were acknowledged before it commits.
     UncommittedClaim,
-    /// `shared-worker`: a follower issues snowflake IDs from the worker after the one its lease
-    /// names, which another node holds: one worker, two holders.
+    /// `shared-worker`: the node leased worker 0 issues snowflake IDs from worker 1, which
+    /// another node holds: one worker, two holders.
     SharedWorker,
     /// `timeseq-serve-twice`: the third time a follower installs a claimed time-sequence range of
     /// a namespace, it installs it twice, so each of its sequences can be served twice.
@@ -103,15 +103,17 @@ pub fn segment_to_install(is_follower: impl FnOnce() -> bool, tag: &str, committ
     }
 }
 
-/// `shared-worker`: the worker a follower's generator issues from for a lease on `committed`.
-pub fn worker_to_issue_from(is_follower: impl FnOnce() -> bool, committed: u32, worker_bits: u8) -> u32 {
-    if !planted_here(PlantedBug::SharedWorker, is_follower) {
+/// `shared-worker`: the worker a generator issues from for a lease on `committed`. The node
+/// leased worker 0 issues from worker 1, whatever its role: with every worker leased (the chaos
+/// runner waits for that), worker 1 then has two holders. (Planted on every follower instead,
+/// the bug hid whenever the leader was the node without a worker: the two followers swapped
+/// workers and stayed disjoint.)
+pub fn worker_to_issue_from(committed: u32, worker_bits: u8) -> u32 {
+    if active() != Some(PlantedBug::SharedWorker) || committed != 0 || worker_bits == 0 {
         return committed;
     }
-    let workers = 1u64 << worker_bits.min(31);
-    let other = ((u64::from(committed) + 1) % workers) as u32;
-    tracing::warn!(committed, other, "planted shared-worker: issuing from another node's worker");
-    other
+    tracing::warn!(committed, other = 1, "planted shared-worker: issuing from another node's worker");
+    1
 }
 
 /// `timeseq-serve-twice`: how many times to install a committed time-sequence range of
