@@ -73,8 +73,16 @@ start 2
 wait_ready "$follower"
 echo "restart to ready (node 2 killed with SIGKILL, restarted on its disk): $(since "$t0") s (bar < 2 s)"
 
+# Pad the log past the purge point (a snapshot every 1,000 entries, 1,000 kept behind it), so the
+# learner cannot replay from the first entry and must install a snapshot of all the tags.
+t0=$(now)
+seq 1 2400 | xargs -P 16 -I{} curl -s -o /dev/null -X POST -H 'content-type: application/json' \
+  -d '{"tag":"pad-{}","step":1000}' "$server/v1/tags"
+echo "2,400 more single writes (tag creates, 16 at a time) to pass the purge point: $(since "$t0") s"
+
 t0=$(now)
 start 4 --join "127.0.0.1:${ports[0]}" --learner
 wait_ready "${ports[3]}"
 echo "a new learner joined and caught up (log replay or snapshot install): $(since "$t0") s (bar < 2 s)"
+grep -o 'snapshot installed.*' "$work/node-4.log" | head -1 | sed 's/^/learner: /' || true
 curl -s "$server/metrics" | grep -E '^leafraft_raft_(last_log_index|snapshot)' | head -5 || true
