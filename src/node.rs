@@ -105,6 +105,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
         .with_tls(tls.is_some())
         .with_lease(lease.clone());
+    let network = raft::DurableCommitNetwork::new(network, store.log.durability());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
@@ -206,7 +207,8 @@ fn serve(
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
-    let options = storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20 };
+    let options =
+        storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20, local_node: Some(config.node_id) };
     let (dir, node_id) = (config.data_dir.clone(), config.node_id);
     let (identity, store) = tokio::task::spawn_blocking(move || {
         let identity = storage::identity::load_or_create_identity(&dir, node_id)?;

@@ -21,6 +21,7 @@
 use std::io::Cursor;
 
 pub mod codec;
+pub mod durability;
 pub mod lease;
 pub mod network;
 pub mod node;
@@ -30,6 +31,8 @@ pub mod state_machine;
 pub mod tag;
 pub mod timeseq;
 
+pub use durability::DurableCommitNetwork;
+pub use durability::LocalDurability;
 pub use lease::LeaderLease;
 pub use request::ImportRow;
 pub use request::Rejection;

@@ -54,7 +54,7 @@ pub async fn read(dir: &Path) -> Result<Survivor, RecoverError> {
     let target = copy.path().to_path_buf();
     let store = tokio::task::spawn_blocking(move || -> Result<storage::Store, RecoverError> {
         copy_locked(&source, &target)?;
-        let options = storage::StoreOptions { fsync: false, cache_capacity_bytes: 16 << 20 };
+        let options = storage::StoreOptions { fsync: false, cache_capacity_bytes: 16 << 20, local_node: None };
         storage::open(&target, &options).map_err(|e| RecoverError(format!("the survivor's store: {e}")))
     })
     .await

@@ -122,7 +122,7 @@ pub fn restore() -> Request {
 }
 
 pub fn options(fsync: bool) -> StoreOptions {
-    StoreOptions { fsync, cache_capacity_bytes: 8 * 1024 * 1024 }
+    StoreOptions { fsync, cache_capacity_bytes: 8 * 1024 * 1024, local_node: None }
 }
 
 /// A fresh store in a fresh temporary directory (kept alive by the returned guard).

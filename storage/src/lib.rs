@@ -43,11 +43,15 @@ pub struct StoreOptions {
     pub fsync: bool,
     /// sled's page cache size in bytes.
     pub cache_capacity_bytes: u64,
+    /// This node's ID, when it runs as a member: its own appends as leader then count before
+    /// their sync and replicate while it runs (`raft::durability`). `None`: every append is synced
+    /// before it counts.
+    pub local_node: Option<u64>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { fsync: true, cache_capacity_bytes: 64 * 1024 * 1024 }
+        StoreOptions { fsync: true, cache_capacity_bytes: 64 * 1024 * 1024, local_node: None }
     }
 }
 
@@ -65,7 +69,8 @@ pub struct Store {
 pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
     let engine = Arc::new(Engine::open(dir, options).map_err(|e| OpenError::from_engine(dir.into(), e))?);
     let created = check_format(dir, &engine)?;
-    let log = LogStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
+    let log = LogStore::open(Arc::clone(&engine), options.local_node)
+        .map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
     let state_machine =
         StateMachineStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
     let (tags, applied) = state_machine.read(|state| (state.tags.len(), state.last_applied));

@@ -1,13 +1,17 @@
 //! `LogStore`: openraft's log and vote storage (`RaftLogStorage` + `RaftLogReader`) on the [`Engine`].
 //!
 //! Durability: a vote, an append (before its callback), a truncate and the `last_purged` mark of a
-//! purge are synced before they are acknowledged; see `Engine::sync` for what sync means.
+//! purge are synced before they are acknowledged; see `Engine::sync` for what sync means. The one
+//! exception is the leader's own append, which counts at once and syncs while it replicates; what
+//! makes that safe is in `raft::durability` (here: `save_committed` waits for the sync).
 
 use std::fmt::Debug;
 use std::io;
 use std::ops::Bound;
 use std::ops::RangeBounds;
 use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 
 use openraft::storage::LogFlushed;
 use openraft::storage::RaftLogStorage;
@@ -15,6 +19,7 @@ use openraft::LogState;
 use openraft::RaftLogReader;
 use openraft::StorageIOError;
 use raft::typ;
+use raft::LocalDurability;
 use raft::TypeConfig;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -34,19 +39,45 @@ type Result<T, E = typ::StorageError> = std::result::Result<T, E>;
 #[derive(Clone)]
 pub struct LogStore {
     engine: Arc<Engine>,
+    durability: Arc<LocalDurability>,
+    /// The vote last saved: whether an append is this node's own as leader depends on it.
+    vote: Arc<Mutex<Option<typ::Vote>>>,
 }
 
 impl LogStore {
     /// Wraps `engine` after checking that every stored log value decodes, so a store written by a
-    /// newer binary is refused at open rather than at the first read.
-    pub(crate) fn open(engine: Arc<Engine>) -> Result<LogStore, (&'static str, Error)> {
-        let store = LogStore { engine };
-        store.get_meta::<typ::Vote>(keys::VOTE).map_err(|e| ("vote", e))?;
+    /// newer binary is refused at open rather than at the first read. `local_node`: see
+    /// `StoreOptions::local_node`.
+    pub(crate) fn open(engine: Arc<Engine>, local_node: Option<u64>) -> Result<LogStore, (&'static str, Error)> {
+        let vote = get_meta::<typ::Vote>(&engine, keys::VOTE).map_err(|e| ("vote", e))?;
+        let store = LogStore {
+            engine,
+            durability: Arc::new(LocalDurability::new(local_node)),
+            vote: Arc::new(Mutex::new(vote)),
+        };
         store.get_meta::<typ::LogId>(keys::COMMITTED).map_err(|e| ("committed log id", e))?;
-        store.get_meta::<typ::LogId>(keys::LAST_PURGED).map_err(|e| ("last purged log id", e))?;
-        store.last_entry().map_err(|e| ("last log entry", e))?;
+        let purged = store.get_meta::<typ::LogId>(keys::LAST_PURGED).map_err(|e| ("last purged log id", e))?;
+        let last = store.last_entry().map_err(|e| ("last log entry", e))?;
         store.finish_purge().map_err(|e| ("log", e))?;
+        // What a crash left in the file may not be on disk yet (a leader's entries written before
+        // their sync): sync it now, so that everything found counts as durable from here on.
+        if let Some(index) = last.map(|entry| entry.log_id.index).max(purged.map(|id| id.index)) {
+            store.durability.wrote(index);
+        }
+        let ticket = store.durability.ticket();
+        store.engine.sync_blocking().map_err(|e| ("log", e.into()))?;
+        store.durability.synced(ticket);
         Ok(store)
+    }
+
+    /// What this log has on disk; the node's network waits on it before it sends a commit.
+    pub fn durability(&self) -> Arc<LocalDurability> {
+        Arc::clone(&self.durability)
+    }
+
+    /// Syncs everything written so far and records it durable.
+    async fn sync(&self) -> Result<(), crate::engine::EngineError> {
+        sync_and_record(&self.engine, &self.durability).await
     }
 
     /// The last committed log index openraft saved (a hint; `None` before the first commit).
@@ -67,10 +98,7 @@ impl LogStore {
     }
 
     fn get_meta<T: DeserializeOwned>(&self, key: &[u8]) -> Result<Option<T>, Error> {
-        match self.engine.get(Keyspace::Meta, key)? {
-            Some(bytes) => Ok(Some(codec::decode(&bytes)?)),
-            None => Ok(None),
-        }
+        get_meta(&self.engine, key)
     }
 
     fn put_meta<T: Serialize>(&self, key: &[u8], value: &T) -> Result<(), Error> {
@@ -103,6 +131,28 @@ impl LogStore {
         }
         self.engine.write(Keyspace::Log, batch)?;
         Ok(())
+    }
+}
+
+fn get_meta<T: DeserializeOwned>(engine: &Engine, key: &[u8]) -> Result<Option<T>, Error> {
+    match engine.get(Keyspace::Meta, key)? {
+        Some(bytes) => Ok(Some(codec::decode(&bytes)?)),
+        None => Ok(None),
+    }
+}
+
+/// Syncs everything written so far and records in `durability` what that covered.
+async fn sync_and_record(engine: &Engine, durability: &LocalDurability) -> Result<(), crate::engine::EngineError> {
+    let ticket = durability.ticket();
+    match engine.sync().await {
+        Ok(()) => {
+            durability.synced(ticket);
+            Ok(())
+        }
+        Err(e) => {
+            durability.failed();
+            Err(e)
+        }
     }
 }
 
@@ -149,7 +199,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &typ::Vote) -> Result<()> {
         self.put_meta(keys::VOTE, vote).map_err(|e| StorageIOError::write_vote(&e))?;
-        self.engine.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
+        // Also makes every entry written before it durable: a leader that steps down acknowledges
+        // nothing to the next one before its early-counted entries are on disk.
+        self.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
+        *self.vote.lock().unwrap_or_else(PoisonError::into_inner) = Some(*vote);
         info!(term = vote.leader_id.term, node = vote.leader_id.node_id, committed = vote.committed, "vote saved");
         Ok(())
     }
@@ -160,7 +213,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     /// Not synced: the committed log id is a hint that lets a restarted node re-apply up to it
     /// before serving; losing the latest one only delays that.
+    ///
+    /// Waits until this log is on disk up to `committed`: openraft calls this right before it
+    /// applies, and a leader counted its own entries before their sync (`raft::durability`).
     async fn save_committed(&mut self, committed: Option<typ::LogId>) -> Result<()> {
+        if let Some(log_id) = &committed {
+            self.durability.wait(log_id.index).await.map_err(|e| StorageIOError::write_logs(&e))?;
+        }
         let result = match committed {
             Some(log_id) => self.put_meta(keys::COMMITTED, &log_id),
             None => {
@@ -177,14 +236,35 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     /// The entries are readable when this returns; `callback` reports them durable only after the
-    /// sync, and reports a failed sync as an I/O error.
+    /// sync, and reports a failed sync as an I/O error, except for this node's own entries as
+    /// leader: those are reported at once and synced in the background (`raft::durability`).
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<()>
     where
         I: IntoIterator<Item = typ::Entry> + Send,
         I::IntoIter: Send,
     {
+        let entries: Vec<typ::Entry> = entries.into_iter().collect();
+        let Some(last) = entries.last().map(|entry| entry.log_id.index) else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        let vote = *self.vote.lock().unwrap_or_else(PoisonError::into_inner);
+        let early = self.durability.is_own_leader_append(vote.as_ref(), &entries);
         self.write_entries(entries).map_err(|e| StorageIOError::write_logs(&e))?;
-        let synced = self.engine.sync().await.map_err(|e| io::Error::other(e.to_string()));
+        self.durability.wrote(last);
+        if early && !self.durability.durable().failed {
+            callback.log_io_completed(Ok(()));
+            let (engine, durability) = (Arc::clone(&self.engine), Arc::clone(&self.durability));
+            tokio::spawn(async move {
+                if let Err(e) = sync_and_record(&engine, &durability).await {
+                    // `save_committed` and the network refuse to go on from here; Raft stops on
+                    // the storage error of the next commit.
+                    tracing::error!(error = %e, "syncing the leader's log failed");
+                }
+            });
+            return Ok(());
+        }
+        let synced = self.sync().await.map_err(|e| io::Error::other(e.to_string()));
         callback.log_io_completed(synced);
         Ok(())
     }
@@ -193,11 +273,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// entries it was told to drop behind entries it appended since.
     async fn truncate(&mut self, log_id: typ::LogId) -> Result<()> {
         let from = Bound::Included(keys::log_key(log_id.index).to_vec());
+        self.durability.truncated(log_id.index);
         let removed = self
             .engine
             .remove_range(Keyspace::Log, (from, Bound::Unbounded))
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.engine.sync().await.map_err(|e| StorageIOError::write_logs(&e))?;
+        self.sync().await.map_err(|e| StorageIOError::write_logs(&e))?;
         info!(index = log_id.index, removed, "log truncated");
         Ok(())
     }
@@ -207,7 +288,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// never shows a hole.
     async fn purge(&mut self, log_id: typ::LogId) -> Result<()> {
         self.put_meta(keys::LAST_PURGED, &log_id).map_err(|e| StorageIOError::write_logs(&e))?;
-        self.engine.sync().await.map_err(|e| StorageIOError::write_logs(&e))?;
+        // A purge follows a snapshot, which holds (durably) everything up to it.
+        self.durability.wrote(log_id.index);
+        self.sync().await.map_err(|e| StorageIOError::write_logs(&e))?;
         let to = Bound::Included(keys::log_key(log_id.index).to_vec());
         let removed = self
             .engine

@@ -53,7 +53,7 @@ fn the_copy_time_comes_from_committed_entries_only() {
 #[test]
 fn a_directory_a_running_store_holds_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = storage::StoreOptions { fsync: false, cache_capacity_bytes: 1 << 20 };
+    let options = storage::StoreOptions { fsync: false, cache_capacity_bytes: 1 << 20, local_node: None };
     let store = storage::open(dir.path(), &options).expect("open a store");
     let copy = tempfile::tempdir().expect("temp dir");
     let err = copy_locked(dir.path(), copy.path()).expect_err("locked");

@@ -70,7 +70,10 @@ fn a_damaged_file_is_corruption() {
 #[test]
 fn a_store_without_identity_is_refused() {
     let dir = TempDir::new().expect("temp dir");
-    drop(crate::open(dir.path(), &crate::StoreOptions { fsync: false, cache_capacity_bytes: 1 << 20 }).expect("open"));
+    drop(
+        crate::open(dir.path(), &crate::StoreOptions { fsync: false, cache_capacity_bytes: 1 << 20, local_node: None })
+            .expect("open"),
+    );
     let err = load_or_create_identity(dir.path(), 1).expect_err("identity gone");
     assert!(err.to_string().contains("is gone although the directory holds a store"), "{err}");
 }

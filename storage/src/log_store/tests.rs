@@ -147,3 +147,95 @@ async fn interrupted_purge_is_finished_at_open() {
     let state = log.get_log_state().await.expect("state");
     assert_eq!(state, LogState { last_purged_log_id: Some(log_id(1, 5)), last_log_id: Some(log_id(1, 5)) });
 }
+
+/// A store opened as node 1's, with node 1 the committed leader of term 1.
+async fn leader_store() -> (tempfile::TempDir, crate::Store) {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let options = crate::StoreOptions { local_node: Some(1), ..options(true) };
+    let store = crate::open(dir.path(), &options).expect("open");
+    let mut vote = typ::Vote::new(1, 1);
+    vote.commit();
+    store.log.clone().save_vote(&vote).await.expect("vote");
+    (dir, store)
+}
+
+/// The leader's own entries count at once (so openraft replicates them while they sync), but no
+/// commit of them goes on (`save_committed`, which openraft calls before it applies) until they
+/// are on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_own_append_counts_at_once_but_its_commit_waits_for_the_sync() {
+    let (_dir, store) = leader_store().await;
+    let mut log = store.log.clone();
+    let (hook, entered, release) = stalling_sync();
+    log.engine.probe.set_hook(Some(hook));
+
+    // `blocking_append` returns when the callback fired: here while the sync is still stalled.
+    log.blocking_append([blank(1, 1), blank(1, 2)]).await.expect("append counted at once");
+    tokio::task::spawn_blocking(move || entered.recv()).await.expect("join").expect("sync entered");
+    assert_eq!(log.durability().durable().end, 0, "nothing of the append is durable yet");
+
+    let mut committer = log.clone();
+    let mut commit = tokio::spawn(async move { committer.save_committed(Some(log_id(1, 2))).await });
+    // A negative check needs a bound: unblocked, the commit returns within microseconds.
+    let early = tokio::time::timeout(std::time::Duration::from_millis(300), &mut commit).await;
+    assert!(early.is_err(), "a commit went on before the leader's entries were on disk");
+
+    release.send(()).expect("release the sync");
+    commit.await.expect("join").expect("the commit goes on after the sync");
+    assert_eq!(log.durability().durable().end, 3);
+}
+
+/// Entries of another leader (this node follows node 2) are acknowledged only after their sync,
+/// even though this store runs with the early path on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followers_append_is_still_acknowledged_only_after_its_sync() {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let store = crate::open(dir.path(), &crate::StoreOptions { local_node: Some(1), ..options(true) }).expect("open");
+    let mut log = store.log.clone();
+    let mut vote = typ::Vote::new(1, 2);
+    vote.commit();
+    log.save_vote(&vote).await.expect("vote");
+    let (hook, entered, release) = stalling_sync();
+    log.engine.probe.set_hook(Some(hook));
+
+    let entries = [2, 3].map(|index| typ::Entry {
+        log_id: typ::LogId::new(openraft::CommittedLeaderId::new(1, 2), index),
+        payload: openraft::EntryPayload::Blank,
+    });
+    let mut appender = log.clone();
+    let append = tokio::spawn(async move { appender.blocking_append(entries).await });
+    tokio::task::spawn_blocking(move || entered.recv()).await.expect("join").expect("sync entered");
+    assert!(!append.is_finished(), "a follower acknowledged entries before their fdatasync completed");
+    release.send(()).expect("release the sync");
+    append.await.expect("join").expect("acknowledged after the sync");
+}
+
+/// A background sync that fails stops every later commit: nothing it covered is ever applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_background_sync_fails_the_commit() {
+    let (_dir, store) = leader_store().await;
+    let mut log = store.log.clone();
+    log.engine.probe.set_hook(Some(failing_sync()));
+    log.blocking_append([blank(1, 1)]).await.expect("counted at once");
+    let committed = log.save_committed(Some(log_id(1, 1))).await;
+    assert!(committed.is_err(), "a commit went on although its entries never reached the disk");
+    // And the next append is no longer counted early: it reports the failure itself.
+    assert!(log.blocking_append([blank(1, 2)]).await.is_err());
+}
+
+/// A sync that began before a truncation cannot make the entries written after it count as
+/// durable: they are other entries at the same indexes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_from_before_a_truncation_does_not_cover_what_replaced_it() {
+    let (_dir, store) = leader_store().await;
+    let log = store.log.clone();
+    let durability = log.durability();
+    durability.wrote(2);
+    durability.synced(durability.ticket());
+    durability.wrote(5);
+    let stale = durability.ticket();
+    durability.truncated(3);
+    durability.wrote(4);
+    durability.synced(stale);
+    assert_eq!(durability.durable().end, 3, "a stale sync raised durability past a truncation");
+}
