@@ -10,6 +10,7 @@ use reqwest::Method;
 use crate::harness::assert_error;
 use crate::harness::run_binary;
 use crate::harness::ProcessCluster;
+use crate::snowflake_ids::wait_snowflake_ready;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 const PEER: &str = "peer-s3cret";
@@ -116,6 +117,9 @@ async fn each_roles_token_works_only_for_its_routes() {
                 assert!(ids.insert(format!("{tag}:{id}")), "{tag} ID {id} handed out twice");
             }
         }
+        // A node holds a worker only once its registration has committed: wait for that, so a
+        // slow machine does not turn the documented 503 WORKER_UNAVAILABLE into a failure here.
+        wait_snowflake_ready(&mut cluster, node, TIMEOUT).await;
         let (status, body) = cluster.request(node, Method::GET, "/v1/snowflake?count=3", None, Some(ALPHA)).await;
         assert_eq!(status.as_u16(), 200, "snowflake with a scoped token: {body}");
 
