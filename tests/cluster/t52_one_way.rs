@@ -1,9 +1,6 @@
 //! A one-way cut: a follower whose messages to the leader are blocked (its forwards never arrive)
 //! while the leader still reaches it (it keeps following and applying).
 
-use std::time::Duration;
-use std::time::Instant;
-
 use leafraft::error::ErrorCode;
 
 use crate::fixtures;
@@ -26,7 +23,7 @@ async fn a_follower_that_cannot_reach_the_leader_serves_its_buffers_then_fails_c
         let leader = cluster.leader().await;
         let follower = ALL.into_iter().find(|id| *id != leader).expect("a follower");
         let other = ALL.into_iter().find(|id| *id != leader && *id != follower).expect("another follower");
-        serve_within(&cluster, follower, CATCH_UP_LIMIT).await;
+        cluster.serve_ids_within(follower, "orders", 1, CATCH_UP_LIMIT).await;
 
         tracing::info!(follower, leader, "--- the follower's forwards to the leader are blocked");
         cluster.router.add_filter("one way", Filter::block().from([follower]).to([leader]).kinds([Kind::Forward]));
@@ -43,7 +40,7 @@ async fn a_follower_that_cannot_reach_the_leader_serves_its_buffers_then_fails_c
         for id in [leader, other] {
             // Their first request may wait out one claim (the segment wait is 100 ms), so they
             // get until the deadline.
-            serve_within(&cluster, id, CATCH_UP_LIMIT).await;
+            cluster.serve_ids_within(id, "orders", 1, CATCH_UP_LIMIT).await;
         }
         // Snowflake needs no claim per ID: the follower still holds its worker and window (the
         // leader still reaches it), so it keeps serving those.
@@ -52,21 +49,12 @@ async fn a_follower_that_cannot_reach_the_leader_serves_its_buffers_then_fails_c
 
         tracing::info!("--- the link is back: the follower claims and serves again");
         cluster.router.remove_filter("one way");
-        serve_within(&cluster, follower, CATCH_UP_LIMIT).await;
-        cluster.serve_ids(follower, "orders", 100).await.expect("the follower serves after healing");
+        cluster.serve_ids_within(follower, "orders", 1, CATCH_UP_LIMIT).await;
+        cluster.serve_ids_within(follower, "orders", 100, CATCH_UP_LIMIT).await;
         cluster.converge(&ALL).await;
         cluster.assert_max_id_covers_handed_out(&ALL, "orders");
         cluster.assert_invariants();
         cluster.shutdown().await;
     })
     .await;
-}
-
-/// Takes an ID of `orders` from node `id`, retrying until it serves or `limit` passes.
-async fn serve_within(cluster: &TestCluster, id: u64, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while let Err(e) = cluster.serve_ids(id, "orders", 1).await {
-        assert!(Instant::now() < deadline, "node {id} did not serve within {limit:?}: {e:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }

@@ -81,6 +81,16 @@ where
     }
 }
 
+/// `client.segment_ids(tag, count)`, asked again until it succeeds or `timeout` passes: a node's
+/// first claim of a tag (or one past its buffers) can outlast its segment wait on a slow machine,
+/// which answers the documented 503 `SEGMENTS_NOT_READY`; an error that lasts still fails.
+pub async fn segment_ids_within(client: &Client, tag: &str, count: u64, timeout: Duration) -> Vec<u64> {
+    wait_until(timeout, &format!("{count} IDs of {tag}"), || async {
+        client.segment_ids(tag, count).await.map_err(|e| e.to_string())
+    })
+    .await
+}
+
 /// A client of exactly the node at `url` (no discovery, no failover, one attempt per call), as
 /// tests that look at one node's answers need.
 pub fn client_of(url: &str, secret: Option<String>) -> Client {

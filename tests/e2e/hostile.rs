@@ -75,7 +75,10 @@ async fn regression_a_sixteen_byte_body_aborts_the_node() {
     assert_eq!(status, 400, "a chunk at offset 2^60: {text}");
 
     assert!(cluster.is_running(1), "the node died");
-    assert_eq!(client.segment_ids("order", 3).await.expect("segment IDs after the hostile bodies").len(), 3);
+    // The node's first claim of "order" and its worker come from background tasks: wait for them
+    // (a slow machine may answer the documented 503 first), then ask.
+    assert_eq!(crate::harness::segment_ids_within(&client, "order", 3, TIMEOUT).await.len(), 3);
+    crate::snowflake_ids::wait_snowflake_ready(&mut cluster, 1, TIMEOUT).await;
     assert_eq!(client.snowflake_ids(3).await.expect("snowflake IDs after the hostile bodies").len(), 3);
 }
 

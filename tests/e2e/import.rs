@@ -106,7 +106,7 @@ async fn an_export_creates_tags_and_importing_it_again_changes_nothing() {
     assert!(output.status.success(), "{stdout}{}", text(&output.stderr));
     assert!(stdout.contains("raise     coupon: max_id 5 -> 500"), "{stdout}");
     assert!(stdout.contains("update    message: step 10 -> 20, description \"\" -> \"notes\""), "{stdout}");
-    let ids = cluster.client(follower).segment_ids("coupon", 2).await.expect("IDs of coupon");
+    let ids = crate::harness::segment_ids_within(&cluster.client(follower), "coupon", 2, TIMEOUT).await;
     assert_eq!(ids, [500, 501], "IDs continue from the imported max_id");
 }
 

@@ -104,7 +104,7 @@ async fn a_learner_serves_every_kind_and_keeps_serving_through_a_leader_kill() {
         round_within(&mut cluster, 4, &mut learner, "a round of every kind on the learner").await;
     }
     let other = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
-    take_round(&mut cluster, other, &mut voter).await.expect("a round on a voter");
+    round_within(&mut cluster, other, &mut voter, "a round on a voter").await;
 
     cluster.kill(leader);
     // Every kind comes back on the learner (segment and snowflake from what it holds, the others

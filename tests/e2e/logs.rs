@@ -37,7 +37,7 @@ async fn json_logs_are_one_object_per_line_with_an_info_line_per_durable_decisio
     client.create_tag(&new_tag("order", None, Some(10), None)).await.expect("create");
     let update = leafraft_client::TagUpdate { step: Some(20), ..Default::default() };
     client.update_tag("order", &update).await.expect("update");
-    client.segment_ids("order", 15).await.expect("segment IDs");
+    crate::harness::segment_ids_within(&client, "order", 15, TIMEOUT).await;
     wait_until(TIMEOUT, "snowflake IDs", || async { client.snowflake_ids(2).await.map_err(|e| e.to_string()) }).await;
 
     let log = wait_until(TIMEOUT, "one claim line per claim and every decision logged", || async {

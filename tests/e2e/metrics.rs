@@ -319,7 +319,9 @@ async fn metrics_keep_series_for_the_busiest_tags_and_totals_for_all() {
     let left = get("leafraft_segment_buffer_ids_all_tags", &[]);
     assert!(left >= 6.0 * 100.0 - issued as f64, "IDs left in all buffers: {left}");
 
-    client.segment_ids("m0", 500).await.expect("500 IDs of m0");
+    // Past both segments (step 100): a failed try hands out and counts nothing, so asking again
+    // keeps the totals below exact.
+    crate::harness::segment_ids_within(&client, "m0", 500, TIMEOUT).await;
     let (samples, text) = scrape(&mut cluster).await;
     for (family, tags) in tags_by_family(&samples) {
         if !family.contains("claim") {

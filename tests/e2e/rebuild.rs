@@ -142,7 +142,7 @@ async fn a_member_rebuilt_twice_comes_back() {
     let followers: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != leader).collect();
     rebuild(&mut cluster, leader, followers[0], followers[1], "while-out-1").await;
     rebuild(&mut cluster, leader, followers[0], followers[1], "while-out-2").await;
-    let ids = cluster.client(followers[0]).segment_ids("order", 5).await.expect("the twice-rebuilt node serves");
+    let ids = crate::harness::segment_ids_within(&cluster.client(followers[0]), "order", 5, TIMEOUT).await;
     assert_eq!(ids.len(), 5);
 }
 
