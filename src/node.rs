@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -190,7 +191,14 @@ fn serve(
         let _ = stop.wait_for(|stop| *stop).await;
     };
     Ok(match tls {
-        None => tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await }),
+        None => {
+            // As the TLS listener does: a response hyper writes in two parts must not wait for
+            // the peer's delayed ACK (Raft RPCs and ID requests are small and latency-bound).
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await })
+        }
         Some(tls) => {
             let listener =
                 TlsListener::new(listener, tls, metrics).map_err(|e| RunError(format!("cannot serve TLS: {e}")))?;
