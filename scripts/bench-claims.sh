@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Claims/s and commit latency of Raft-committed segment claims on a local 3-node cluster
 # (loopback HTTP, sled with fdatasync) at 1, 4 and 16 concurrent claimers; then, with one
-# claimer, where a claim's time goes (the claimer on the leader or on a follower, one node,
-# fsync off); and, in the same run, the baselines:
+# claimer, where a claim's time goes (the claimer on the leader or on a follower, the followers
+# in processes of their own, one node, fsync off); and, in the same run, the baselines:
 #   - Leaf's own claim on MariaDB (Debian's mariadb-server, a private instance with
 #     sync_binlog=1 and innodb_flush_log_at_trx_commit=1, on the same disk): one client doing
 #     BEGIN; UPDATE leaf_alloc SET max_id = max_id + step ...; SELECT ...; COMMIT, one at a time
@@ -20,9 +20,12 @@ bin=./target/release/leafraft
 bench=./target/release/leafraft-bench
 "$bench" claims --nodes 3 --concurrency 1,4,16 --duration-secs "$duration"
 echo "== where one claimer's time goes"
-for placement in "--nodes 3 --claimers-on followers" "--nodes 3 --claimers-on leader" "--nodes 1 --claimers-on leader"; do
+# "one node per process": the followers are `leafraft serve` processes, as deployed (the other
+# rows run every node in the bench's process, where they share sled's process-wide lock).
+for placement in "--nodes 3 --claimers-on followers" "--nodes 3 --claimers-on leader" \
+  "--nodes 3 --claimers-on leader --followers-in-processes" "--nodes 1 --claimers-on leader"; do
   for fsync in true false; do
-    printf "%-36s fsync=%-5s " "$placement" "$fsync"
+    printf "%-60s fsync=%-5s " "$placement" "$fsync"
     # shellcheck disable=SC2086
     "$bench" claims $placement --fsync "$fsync" --concurrency 1 --duration-secs "$duration" | tail -1
   done

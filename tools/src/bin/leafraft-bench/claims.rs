@@ -4,6 +4,10 @@
 //! By default claimers are spread over all nodes, so most claims are forwarded to the leader, as
 //! in a real deployment where every node refills its own buffers; `--claimers-on leader` and
 //! `followers` separate the forward hop from the rest of a claim's cost.
+//!
+//! With `followers_in_processes`, node 1 runs in this process and carries every claimer, and the
+//! other nodes are `leafraft serve` children, as in a deployment with one node per machine: the
+//! nodes then share no sled (whose concurrency lock is process-wide) and no runtime.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +31,9 @@ pub struct ClaimsOptions {
     pub fsync: bool,
     pub step: u64,
     pub placement: Placement,
+    /// Run the followers as `leafraft serve` processes that join node 1, which leads; the
+    /// claimers then run on node 1.
+    pub followers_in_processes: bool,
 }
 
 /// Which nodes the claimers run on.
@@ -56,8 +63,24 @@ pub async fn run(options: &ClaimsOptions) -> Result<Vec<ClaimsResult>, String> {
 }
 
 async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<ClaimsResult>, String> {
-    let nodes = start_cluster(base, options.nodes, options.fsync).await?;
-    let leader = wait_for_leader(&nodes).await?;
+    let (nodes, children) = if options.followers_in_processes {
+        let (node, children) = start_with_child_followers(base, options.nodes, options.fsync).await?;
+        (vec![node], children)
+    } else {
+        (start_cluster(base, options.nodes, options.fsync).await?, Vec::new())
+    };
+    let res = measure(&nodes, options).await;
+    for node in nodes {
+        node.stop().await.map_err(|e| e.to_string())?;
+    }
+    for mut child in children {
+        let _ = child.kill().await;
+    }
+    res
+}
+
+async fn measure(nodes: &[RunningNode], options: &ClaimsOptions) -> Result<Vec<ClaimsResult>, String> {
+    let leader = wait_for_leader(nodes).await?;
     let tag = "bench-claims";
     let create = raft::Request::CreateTag {
         tag: tag.to_string(),
@@ -69,7 +92,7 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
     nodes[leader].cluster().write(create).await.map_err(|e| format!("cannot create the bench tag: {e}"))?;
     // Every node must have applied the tag before claimers start on it.
     let created_at = nodes[leader].cluster().metrics().last_applied.map(|id| id.index);
-    for node in &nodes {
+    for node in nodes {
         node.cluster()
             .raft()
             .wait(Some(Duration::from_secs(10)))
@@ -80,10 +103,7 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
 
     let mut results = Vec::new();
     for &concurrency in &options.concurrency {
-        results.push(run_level(&nodes, leader, tag, concurrency, options).await);
-    }
-    for node in nodes {
-        node.stop().await.map_err(|e| e.to_string())?;
+        results.push(run_level(nodes, leader, tag, concurrency, options).await);
     }
     Ok(results)
 }
@@ -142,32 +162,99 @@ async fn run_level(
 }
 
 async fn start_cluster(base: &std::path::Path, n: usize, fsync: bool) -> Result<Vec<RunningNode>, String> {
-    let mut listeners = Vec::new();
-    for _ in 0..n {
-        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-        listeners.push(listener);
-    }
-    let mut members = BTreeMap::new();
-    for (i, listener) in listeners.iter().enumerate() {
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        members.insert(i as u64 + 1, addr.to_string());
-    }
-    let initial_cluster = members.iter().map(|(id, addr)| format!("{id}={addr}")).collect::<Vec<_>>().join(",");
+    let (listeners, initial_cluster) = bind_members(n).await?;
     let mut nodes = Vec::new();
     for (i, listener) in listeners.into_iter().enumerate() {
-        let node_id = i as u64 + 1;
-        // Every other setting is the service's default, as `leafraft serve` would resolve it.
-        let config = Config::resolve(Settings {
-            node_id: Some(node_id),
-            listen: Some(members[&node_id].clone()),
-            data_dir: Some(PathBuf::from(base).join(format!("node-{node_id}"))),
-            initial_cluster: Some(initial_cluster.clone()),
-            fsync: Some(fsync),
-            ..Settings::default()
-        })?;
-        nodes.push(node::start(config, listener).await.map_err(|e| e.to_string())?);
+        nodes.push(start_node(base, i as u64 + 1, listener, Some(&initial_cluster), fsync).await?);
     }
     Ok(nodes)
+}
+
+/// Node 1 in this process, started alone (so it leads from the start, with no election to lose),
+/// then nodes 2..=n as `leafraft serve` children (the binary next to this one) that join it as
+/// voters; answers once node 1's configuration has every voter.
+async fn start_with_child_followers(
+    base: &std::path::Path,
+    n: usize,
+    fsync: bool,
+) -> Result<(RunningNode, Vec<tokio::process::Child>), String> {
+    let binary = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("leafraft");
+    if !binary.is_file() {
+        return Err(format!("{} not found: build it with `cargo build --release -p leafraft`", binary.display()));
+    }
+    let (mut listeners, _) = bind_members(n).await?;
+    let first = listeners.remove(0);
+    let seed = first.local_addr().map_err(|e| e.to_string())?.to_string();
+    let node = start_node(base, 1, first, None, fsync).await?;
+    let mut children = Vec::new();
+    // Each child binds its own port: free this process's listener for it first.
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let node_id = i as u64 + 2;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?.to_string();
+        drop(listener);
+        let dir = base.join(format!("node-{node_id}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let log = std::fs::File::create(base.join(format!("node-{node_id}.log"))).map_err(|e| e.to_string())?;
+        let mut command = tokio::process::Command::new(&binary);
+        command
+            .args(["serve", "--node-id", &node_id.to_string(), "--listen", &addr, "--join", &seed])
+            .args(["--fsync", &fsync.to_string()])
+            .arg("--data-dir")
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true);
+        // SAFETY: prctl is async-signal-safe and the closure allocates nothing. The children die
+        // with the bench even when it is killed.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        children.push(command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))?);
+    }
+    let mut metrics = node.cluster().raft().metrics();
+    let joined = {
+        let all_voters = metrics.wait_for(|m| m.membership_config.membership().voter_ids().count() == n);
+        matches!(tokio::time::timeout(Duration::from_secs(60), all_voters).await, Ok(Ok(_)))
+    };
+    if !joined {
+        return Err(format!("the follower processes did not join as voters within 60 s (logs in {})", base.display()));
+    }
+    Ok((node, children))
+}
+
+/// One loopback listener per member and the `--initial-cluster` value naming them.
+async fn bind_members(n: usize) -> Result<(Vec<TcpListener>, String), String> {
+    let mut listeners = Vec::new();
+    let mut members = BTreeMap::new();
+    for i in 0..n {
+        let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+        members.insert(i as u64 + 1, listener.local_addr().map_err(|e| e.to_string())?.to_string());
+        listeners.push(listener);
+    }
+    let initial_cluster = members.iter().map(|(id, addr)| format!("{id}={addr}")).collect::<Vec<_>>().join(",");
+    Ok((listeners, initial_cluster))
+}
+
+async fn start_node(
+    base: &std::path::Path,
+    node_id: u64,
+    listener: TcpListener,
+    initial_cluster: Option<&str>,
+    fsync: bool,
+) -> Result<RunningNode, String> {
+    // Every other setting is the service's default, as `leafraft serve` would resolve it.
+    let config = Config::resolve(Settings {
+        node_id: Some(node_id),
+        listen: Some(listener.local_addr().map_err(|e| e.to_string())?.to_string()),
+        data_dir: Some(PathBuf::from(base).join(format!("node-{node_id}"))),
+        initial_cluster: initial_cluster.map(str::to_string),
+        fsync: Some(fsync),
+        ..Settings::default()
+    })?;
+    node::start(config, listener).await.map_err(|e| e.to_string())
 }
 
 async fn wait_for_leader(nodes: &[RunningNode]) -> Result<usize, String> {
@@ -177,8 +264,7 @@ async fn wait_for_leader(nodes: &[RunningNode]) -> Result<usize, String> {
         .map_err(|_| "no leader elected within 20 s".to_string())?
         .map_err(|_| "raft stopped".to_string())?
         .current_leader;
-    nodes
-        .iter()
-        .position(|node| Some(node.cluster().node_id()) == leader)
-        .ok_or_else(|| "leader is not a local node".to_string())
+    nodes.iter().position(|node| Some(node.cluster().node_id()) == leader).ok_or_else(|| {
+        format!("the leader ({leader:?}) is not a node of this process: a follower process won the election; run again")
+    })
 }

@@ -37,6 +37,10 @@ enum BenchCommand {
         /// only (no forward hop), or on the followers only (every claim forwarded).
         #[arg(long, value_enum, default_value_t = claims::Placement::Spread)]
         claimers_on: claims::Placement,
+        /// Run every node but node 1 as a `leafraft serve` process (one node per process, as
+        /// deployed); the claimers run on node 1, the leader.
+        #[arg(long)]
+        followers_in_processes: bool,
     },
     /// HTTP load: keep-alive connections, fixed duration, latency histogram, duplicate check.
     Http {
@@ -113,7 +117,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match command {
-            BenchCommand::Claims { nodes, concurrency, duration_secs, fsync, claimers_on } => {
+            BenchCommand::Claims { nodes, concurrency, duration_secs, fsync, claimers_on, followers_in_processes } => {
                 claims(claims::ClaimsOptions {
                     nodes,
                     concurrency,
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
                     fsync,
                     step: 1000,
                     placement: claimers_on,
+                    followers_in_processes,
                 })
                 .await
             }
@@ -188,8 +193,13 @@ async fn claims(options: claims::ClaimsOptions) -> Result<ExitCode, String> {
         eprintln!("error: a 1-node cluster has no follower");
         return Ok(ExitCode::from(2));
     }
+    if options.followers_in_processes && options.placement != claims::Placement::Leader {
+        eprintln!("error: --followers-in-processes runs the claimers on node 1, the leader: add --claimers-on leader");
+        return Ok(ExitCode::from(2));
+    }
+    let layout = if options.followers_in_processes { "one node per process" } else { "in-process cluster" };
     println!(
-        "claims on a {}-node in-process cluster, loopback HTTP, fsync={}, claimers on {:?}, {} s per run",
+        "claims on a {}-node {layout}, loopback HTTP, fsync={}, claimers on {:?}, {} s per run",
         options.nodes,
         options.fsync,
         options.placement,
