@@ -83,15 +83,7 @@ async fn takers_see_no_error_and_no_duplicate_while_the_leader_dies_and_a_follow
     let mut cluster = ProcessCluster::start(3);
     let leader = cluster.wait_leader(TIMEOUT).await;
     cluster.client(leader).create_tag(&new_tag("order", None, Some(100), None)).await.expect("create the tag");
-    // A node answers TAG_NOT_FOUND until it has applied the create: the takers start once every
-    // node knows the tag, so that any error they see is one the faults caused.
-    for id in 1..=3 {
-        let node = cluster.client(id);
-        wait_until(TIMEOUT, &format!("node {id} to know the tag"), || async {
-            node.get_tag("order").await.map(|_| ()).map_err(|e| e.to_string())
-        })
-        .await;
-    }
+    cluster.wait_tag_known(&[1, 2, 3], "order", TIMEOUT).await;
     let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
     let client = Client::builder()
         .nodes(&urls)

@@ -518,6 +518,18 @@ impl ProcessCluster {
         .await
     }
 
+    /// Waits until each node of `ids` has applied the creation of `tag` (until then a node answers
+    /// TAG_NOT_FOUND), so that load started afterwards sees only the errors its faults cause.
+    pub async fn wait_tag_known(&mut self, ids: &[u64], tag: &str, timeout: Duration) {
+        for &id in ids {
+            let client = self.client(id);
+            wait_until(timeout, &format!("node {id} to know tag {tag}"), || async {
+                client.get_tag(tag).await.map(drop).map_err(|e| e.to_string())
+            })
+            .await;
+        }
+    }
+
     /// Waits until the status of `id` satisfies `check`, which explains what it misses.
     pub async fn wait_status(
         &mut self,

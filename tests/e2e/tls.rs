@@ -82,15 +82,7 @@ async fn a_mutual_tls_cluster_serves_survives_a_leader_kill_and_rotates_its_cert
     }
     let leader = cluster.wait_leader(TIMEOUT).await;
     cluster.client(leader).create_tag(&new_tag("order", None, Some(100), None)).await.expect("create a tag");
-    // A node answers TAG_NOT_FOUND until it has applied the create: the takers start once every
-    // node knows the tag, so that any error they see is one the rotation or the kill caused.
-    for id in [1, 2, 3] {
-        let node = cluster.client(id);
-        wait_until(TIMEOUT, &format!("node {id} to know the tag"), || async {
-            node.get_tag("order").await.map(|_| ()).map_err(|e| e.to_string())
-        })
-        .await;
-    }
+    cluster.wait_tag_known(&[1, 2, 3], "order", TIMEOUT).await;
     let urls: Vec<String> = [1, 2, 3].into_iter().map(|id| cluster.url(id)).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let takers = spawn_takers(urls, both.clone().into_bytes(), stop.clone());
