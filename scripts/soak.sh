@@ -88,13 +88,23 @@ done
 
 # Asked of the learner: it is never killed.
 leader() { curl -sf "http://127.0.0.1:${ports[3]}/v1/cluster" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin).get("leader_id") or "")' 2>/dev/null || true; }
-sample() { # appends "elapsed id pid rss_kb fds" per node
-  local id pid rss fds
+# RSS is the sum of anonymous memory (the heap, stacks: what a leak grows) and file pages mapped
+# in (the binary's code and data, faulted in as code paths run for the first time, shared and
+# reclaimable); both are recorded to tell the two apart.
+# A node's footprint also steps up when it becomes leader (a replication stream, connection and
+# buffers per peer), so each sample records whether the node led then.
+sample() { # appends "elapsed id pid age rss_kb fds anon_kb file_kb led" per node
+  local id pid rss fds anon file current
+  current=$(leader)
   for id in 1 2 3 4; do
     pid=${pids[$id]}
     rss=$(ps -o rss= -p "$pid" 2>/dev/null | tr -d ' ') || rss=""
     fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l) || fds=""
-    [ -n "$rss" ] && echo "$SECONDS $id $pid $((SECONDS - born[$id])) $rss $fds" >>"$work/samples"
+    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || anon=""
+    file=$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || file=""
+    [ -n "$rss" ] && [ -n "$anon" ] && [ -n "$file" ] &&
+      echo "$SECONDS $id $pid $((SECONDS - born[$id])) $rss $fds $anon $file $([ "$current" = "$id" ] && echo 1 || echo 0)" \
+        >>"$work/samples"
   done
 }
 
@@ -140,8 +150,8 @@ python3 - "$work/samples" <<'EOF'
 import sys, collections
 lives = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    t, node, pid, age, rss, fds = map(int, line.split())
-    lives[(node, pid)].append((age, rss, fds))
+    t, node, pid, age, rss, fds, anon, file, led = map(int, line.split())
+    lives[(node, pid)].append((age, rss, fds, anon, file, led))
 failed = False
 judged = 0
 for (node, pid), samples in sorted(lives.items()):
@@ -155,12 +165,16 @@ for (node, pid), samples in sorted(lives.items()):
     rss_growth = (end[1] - warm[1]) / warm[1] * 100
     fds_growth = (end[2] - warm[2]) / max(warm[2], 1) * 100
     peak = max(s[1] for s in samples)
-    series = " ".join(f"{s[1] / 1024:.1f}" for s in samples if s[0] % 300 < 30)
+    every5 = [s for s in samples if s[0] % 300 < 30]
+    series = " ".join(f"{s[1] / 1024:.1f}{'L' if s[5] else ''}" for s in every5)
+    anon_series = " ".join(f"{s[3] / 1024:.1f}{'L' if s[5] else ''}" for s in every5)
+    file_series = " ".join(f"{s[4] / 1024:.1f}" for s in every5)
     ok = rss_growth <= 10 and fds_growth <= 10
     judged += 1
     failed |= not ok
     print(f"node {node} ({role}, pid {pid}): {span} s; RSS {warm[1]} -> {end[1]} KB ({rss_growth:+.1f} %, peak {peak} KB); "
-          f"fds {warm[2]} -> {end[2]} ({fds_growth:+.1f} %) {'ok' if ok else 'GROWS'}\n    RSS every 5 min (MB): {series}")
+          f"fds {warm[2]} -> {end[2]} ({fds_growth:+.1f} %) {'ok' if ok else 'GROWS'}\n    RSS every 5 min (MB; L: leading then): {series}\n"
+          f"      of it anonymous: {anon_series}\n      of it file pages: {file_series}")
 if judged == 0:
     print("FAIL: no process lived 10 minutes; run longer (--minutes)")
     sys.exit(1)
