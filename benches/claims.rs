@@ -20,11 +20,15 @@ use leafraft::cluster::Cluster;
 use raft::Request;
 use raft::Response;
 
+// The in-process benches' helpers; this one times whole rounds, not `N` calls.
+#[allow(dead_code)]
+mod common;
 // The cluster suite's fixtures; this bench uses the cluster and not the traffic helpers or filters.
 #[allow(dead_code, unused_imports)]
 #[path = "../tests/cluster/fixtures/mod.rs"]
 mod fixtures;
 
+use common::median;
 use fixtures::TestCluster;
 
 const ROUNDS: usize = 3;
@@ -72,11 +76,7 @@ fn main() -> Result<(), String> {
             rates[slot].push(per_sec);
         }
     }
-    let median = |values: &mut Vec<f64>| {
-        values.sort_by(f64::total_cmp);
-        values[values.len() / 2]
-    };
-    let (one, three) = (median(&mut rates[0]), median(&mut rates[1]));
+    let [one, three] = rates.map(median);
     println!("median: 1 node {one:.0} claims/s, 3 nodes {three:.0} claims/s ({:.2}× of one node)", three / one);
     Ok(())
 }

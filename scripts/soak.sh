@@ -98,10 +98,10 @@ sample() { # appends "elapsed id pid age rss_kb fds anon_kb file_kb led" per nod
   current=$(leader)
   for id in 1 2 3 4; do
     pid=${pids[$id]}
-    rss=$(ps -o rss= -p "$pid" 2>/dev/null | tr -d ' ') || rss=""
+    rss="" anon="" file=""
+    read -r rss anon file < <(awk '/^VmRSS:/ {r = $2} /^RssAnon:/ {a = $2} /^RssFile:/ {f = $2}
+      END {if (r != "") print r, a, f}' "/proc/$pid/status" 2>/dev/null) || true
     fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l) || fds=""
-    anon=$(awk '/^RssAnon:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || anon=""
-    file=$(awk '/^RssFile:/ {print $2}' "/proc/$pid/status" 2>/dev/null) || file=""
     [ -n "$rss" ] && [ -n "$anon" ] && [ -n "$file" ] &&
       echo "$SECONDS $id $pid $((SECONDS - born[$id])) $rss $fds $anon $file $([ "$current" = "$id" ] && echo 1 || echo 0)" \
         >>"$work/samples"

@@ -195,23 +195,17 @@ async fn start_with_child_followers(
         let dir = base.join(format!("node-{node_id}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let log = std::fs::File::create(base.join(format!("node-{node_id}.log"))).map_err(|e| e.to_string())?;
-        let mut command = tokio::process::Command::new(&binary);
+        let mut command = std::process::Command::new(&binary);
         command
             .args(["serve", "--node-id", &node_id.to_string(), "--listen", &addr, "--join", &seed])
             .args(["--fsync", &fsync.to_string()])
             .arg("--data-dir")
             .arg(&dir)
             .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true);
-        // SAFETY: prctl is async-signal-safe and the closure allocates nothing. The children die
-        // with the bench even when it is killed.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+            .stderr(log);
+        leafraft_tools::die_with_parent(&mut command);
+        let mut command = tokio::process::Command::from(command);
+        command.kill_on_drop(true);
         children.push(command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))?);
     }
     let mut metrics = node.cluster().raft().metrics();

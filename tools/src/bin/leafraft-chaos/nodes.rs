@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Child;
 use std::process::Command;
@@ -245,13 +244,7 @@ impl Nodes {
                 .env("FAKETIME_CACHE_DURATION", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        // SAFETY: prctl is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        leafraft_tools::die_with_parent(&mut command);
         let child = command.spawn().with_context(|| format!("start node {id}"))?;
         node.target.incarnation.store(incarnation, Ordering::SeqCst);
         node.child = Some(child);
