@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use std::sync::OnceLock;
 
 use crate::engine::segment::IdRange;
+use crate::engine::timeseq::SecondRange;
 
 /// A bug the chaos suite must catch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +29,8 @@ pub enum PlantedBug {
     /// another node holds: one worker, two holders.
     SharedWorker,
     /// `timeseq-serve-twice`: the third time a follower installs a claimed time-sequence range of
-    /// a namespace, it installs it twice, so each of its sequences can be served twice.
+    /// a namespace, it also installs the range's first sequences ahead of it, so those are served
+    /// twice.
     TimeseqServeTwice,
 }
 
@@ -116,20 +118,29 @@ pub fn worker_to_issue_from(committed: u32, worker_bits: u8) -> u32 {
     1
 }
 
-/// `timeseq-serve-twice`: how many times to install a committed time-sequence range of
-/// `namespace` (once, unless the bug installs the third one twice).
-pub fn timeseq_installs(is_follower: impl FnOnce() -> bool, namespace: &str) -> usize {
+/// `timeseq-serve-twice`: a range to install ahead of the committed `range` of `namespace`: none,
+/// unless the bug, on the third install, installs the range's first few sequences once more ahead
+/// of it, so they are served twice as soon as the node serves a few more in that second.
+/// (Installing the whole range twice hid the bug whenever the node's demand in that second did
+/// not reach the second copy: CI saw such a run pass.)
+pub fn timeseq_extra_range(
+    is_follower: impl FnOnce() -> bool,
+    namespace: &str,
+    range: SecondRange,
+) -> Option<SecondRange> {
     if !planted_here(PlantedBug::TimeseqServeTwice, is_follower) {
-        return 1;
+        return None;
     }
+    /// How many of the range's first sequences are installed twice.
+    const TWICE: u64 = 8;
     static INSTALLED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
     let mut installed = INSTALLED.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     let count = installed.entry(namespace.to_string()).or_insert(0);
     *count += 1;
-    if *count == 3 {
-        tracing::warn!(namespace, "planted timeseq-serve-twice: installing a claimed range twice");
-        2
-    } else {
-        1
+    if *count != 3 {
+        return None;
     }
+    let again = SecondRange { end: range.end.min(range.start.saturating_add(TWICE)), ..range };
+    tracing::warn!(namespace, ?again, "planted timeseq-serve-twice: installing claimed sequences twice");
+    Some(again)
 }

@@ -48,9 +48,11 @@ impl Timeseq {
                 forget_passed_failure(ns, second);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
                 let is_follower = || self.cluster.metrics().current_leader != Some(self.cluster.node_id());
-                for _ in 0..crate::planted::timeseq_installs(is_follower, &ns.name) {
-                    ns.holder.install_range(SecondRange { second, start, end });
+                let range = SecondRange { second, start, end };
+                if let Some(again) = crate::planted::timeseq_extra_range(is_follower, &ns.name, range) {
+                    ns.holder.install_range(again);
                 }
+                ns.holder.install_range(range);
                 return;
             }
             Ok(raft::Response::Rejected(rejection)) => {
