@@ -103,6 +103,10 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     }
     let peer_secret: Option<Arc<str>> = config.credentials.peer.as_ref().map(|s| Arc::from(s.expose()));
     let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
+    let hold = std::time::Duration::from_millis(raft_config.election_timeout_max);
+    let previous = storage::vote_hold::record_vote_hold(&config.data_dir, hold)
+        .map_err(|e| RunError(format!("cannot record the vote hold in {}: {e}", config.data_dir.display())))?;
+    lease.restarted(previous);
     let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
         .with_tls(tls.is_some())
         .with_lease(lease.clone());
@@ -110,6 +114,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
+    raft::lease::keep_restart_hold(&raft, &lease);
 
     // Before the server runs, so nothing a peer replicates can make an empty directory look used.
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;

@@ -403,3 +403,22 @@ fn no_engine_type_derives_serialize() {
         .collect();
     assert!(serializing.is_empty(), "engine types with serde derives (convert at the service layer): {serializing:?}");
 }
+
+/// The leader lease survives nothing it should not: `CLOCK_MONOTONIC` (what `Instant` reads)
+/// stops while a VM or laptop is suspended, so a leader resuming after a suspend would still trust
+/// a lease the others stopped honouring long ago. The lease is measured on `CLOCK_BOOTTIME`,
+/// which keeps running, and its API takes no `Instant` that a caller could read from the
+/// monotonic clock.
+#[test]
+fn regression_the_lease_is_measured_on_a_clock_that_counts_suspend() {
+    let lease = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("raft/src/lease.rs"))
+        .expect("read raft/src/lease.rs");
+    assert!(lease.contains("ClockId::Boottime"), "raft/src/lease.rs does not read CLOCK_BOOTTIME");
+    let code: String = lease
+        .lines()
+        .take_while(|line| !line.starts_with("#[cfg(test)]"))
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(!code.contains("Instant"), "raft/src/lease.rs measures the lease with std's Instant");
+}

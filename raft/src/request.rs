@@ -81,7 +81,16 @@ pub struct ImportRow {
 }
 
 impl Request {
-    /// The tag this request is about, if any.
+    /// Every tag this request may create or change: its one tag, or each row of an import.
+    pub fn tags(&self) -> Vec<&str> {
+        match self {
+            Request::ImportTags { rows, .. } => rows.iter().map(|row| row.tag.as_str()).collect(),
+            _ => self.tag().into_iter().collect(),
+        }
+    }
+
+    /// The one tag this request is about, if any (an import, about many, answers none: see
+    /// [`Request::tags`]).
     pub fn tag(&self) -> Option<&str> {
         match self {
             Request::CreateTag { tag, .. }

@@ -121,7 +121,7 @@ impl Cluster {
             has_been_ready: AtomicBool::new(false),
             caught_up,
             sequencer: OnceLock::new(),
-            lease: Arc::new(LeaderLease::new(Duration::ZERO)),
+            lease: Arc::new(LeaderLease::disabled()),
         }
     }
 

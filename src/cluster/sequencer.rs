@@ -224,7 +224,7 @@ impl Driver {
             return false;
         }
         let configs = metrics.membership_config.membership().get_joint_config();
-        self.lease.holds(&vote, metrics.id, configs, std::time::Instant::now())
+        self.lease.holds(&vote, metrics.id, configs, raft::lease::now())
     }
 
     /// The term this node leads in, if it leads.

@@ -4,9 +4,11 @@
 //! What the old cluster handed out that the copy does not show is unbounded in count but bounded
 //! in rate and time:
 //! - **Segments.** A tag's `max_id` rises only through committed claims (and operator raises, see
-//!   docs/operations.md), each by at most `MAX_STEP`. If the old cluster commits at most
+//!   docs/operations.md), each by at most that tag's [`claim_bound`]: a segment tag's claimers ask
+//!   for Leaf's dynamic step, which never passes the larger of the tag's own step and 1,000,000; a
+//!   monotonic tag's leader asks for up to `MAX_STEP`. If the old cluster commits at most
 //!   `claims_per_sec` claims per second, a tag's `max_id` rises by at most `claims_per_sec ×
-//!   MAX_STEP` IDs per second after the copy. Every tag is raised by that rate times the time since
+//!   claim_bound` IDs per second after the copy. Each tag is raised by its rate times the time since
 //!   the copy (plus `margin_ms` for the clocks of the two machines differing, plus `margin_ids`).
 //!   A tag that would pass `MAX_ID_LIMIT` becomes exhausted; nothing wraps.
 //! - **Snowflake.** A window is committed at most `MAX_WINDOW_MS` past its proposer's clock, and the
@@ -86,8 +88,8 @@ pub struct Raised {
     pub tags: BTreeMap<String, TagRecord>,
     pub layout: Option<SnowflakeLayout>,
     pub snowflake_floor_ms: u64,
-    /// How many IDs every tag was raised by (before clamping at the limit).
-    pub margin_ids: u128,
+    /// How many IDs each tag was raised by (before clamping at the limit).
+    pub margins: BTreeMap<String, u128>,
     pub namespaces: BTreeMap<String, NamespaceRecord>,
     /// Unix seconds: the first second any time-sequence claim may use in the new cluster.
     pub timeseq_floor_s: u64,
@@ -117,13 +119,24 @@ pub fn latest_time_ms(tags: &BTreeMap<String, TagRecord>, snowflake: &SnowflakeR
     tags.chain(workers).filter(|&ms| ms > 0).max()
 }
 
-/// How many IDs a tag can have handed out that the copy does not show: `margin_ids + claims_per_sec
-/// × MAX_STEP × (recover − copy + margin_ms) / 1000`, rounded up, in 128 bits (`u128::MAX` when
-/// even that overflows).
-pub fn id_margin(copy_time_ms: u64, recover_time_ms: u64, options: &MarginOptions) -> u128 {
+/// The most IDs one claim of the tag `record` can take: what its claimers ask for. Segment tags
+/// are claimed by the nodes' buffers with Leaf's dynamic step (never above the larger of the tag's
+/// step and `StepPolicy::LEAF.max_step`); monotonic tags by the leader's sequencer (up to
+/// `MAX_STEP`). An operator who raised a tag's step after the copy must say so with `--margin`.
+pub fn claim_bound(record: &TagRecord) -> u64 {
+    match record.mode {
+        raft::TagMode::Segment => record.step.clamp(crate::engine::StepPolicy::LEAF.max_step, MAX_STEP),
+        raft::TagMode::Monotonic => MAX_STEP,
+    }
+}
+
+/// How many IDs a tag whose claims take at most `claim_bound` IDs can have handed out that the
+/// copy does not show: `margin_ids + claims_per_sec × claim_bound × (recover − copy + margin_ms) /
+/// 1000`, rounded up, in 128 bits (`u128::MAX` when even that overflows).
+pub fn id_margin(copy_time_ms: u64, recover_time_ms: u64, claim_bound: u64, options: &MarginOptions) -> u128 {
     let elapsed_ms = u128::from(recover_time_ms.saturating_sub(copy_time_ms)) + u128::from(options.margin_ms);
     u128::from(options.claims_per_sec)
-        .checked_mul(u128::from(MAX_STEP))
+        .checked_mul(u128::from(claim_bound))
         .and_then(|per_sec| per_sec.checked_mul(elapsed_ms))
         .map(|ids| ids.div_ceil(1000))
         .and_then(|ids| ids.checked_add(u128::from(options.margin_ids)))
@@ -158,11 +171,16 @@ pub fn timeseq_floor_s(old: &TimeseqRegistry, recover_time_ms: u64, options: &Ma
 /// The state the new cluster starts from, recovered at `recover_time_ms` from a copy complete at
 /// `copy_time_ms` (both Unix ms).
 pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &MarginOptions) -> Raised {
-    let margin_ids = id_margin(copy_time_ms, recover_time_ms, options);
+    let margins: BTreeMap<String, u128> = old
+        .tags
+        .iter()
+        .map(|(name, record)| (name.clone(), id_margin(copy_time_ms, recover_time_ms, claim_bound(record), options)))
+        .collect();
     let tags = old
         .tags
         .iter()
         .map(|(name, record)| {
+            let margin_ids = margins.get(name).copied().unwrap_or(u128::MAX);
             let raised = u128::from(record.max_id).saturating_add(margin_ids).min(u128::from(MAX_ID_LIMIT));
             // `raised` is at most MAX_ID_LIMIT, so it fits; a tag at the limit is exhausted.
             let max_id = u64::try_from(raised).unwrap_or(MAX_ID_LIMIT).max(record.max_id);
@@ -173,7 +191,7 @@ pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &
         tags,
         layout: old.snowflake.layout,
         snowflake_floor_ms: snowflake_floor_ms(&old.snowflake, copy_time_ms, recover_time_ms, options),
-        margin_ids,
+        margins,
         namespaces: old.timeseq.namespaces.clone(),
         timeseq_floor_s: timeseq_floor_s(&old.timeseq, recover_time_ms, options),
     }

@@ -58,6 +58,8 @@ pub struct RecoverOptions {
     pub margin: MarginOptions,
     /// Overrides the time the copy is known complete at (Unix ms).
     pub copy_time_ms: Option<u64>,
+    /// Read and compute, print the margin table, write nothing.
+    pub dry_run: bool,
 }
 
 /// What a recovery did, for the operator.
@@ -72,6 +74,8 @@ pub struct Report {
     pub node_id: NodeId,
     pub advertise: String,
     pub data_dir: PathBuf,
+    /// Nothing was written (`--dry-run`); `cluster_id` is 0.
+    pub dry_run: bool,
 }
 
 /// The old state, the time it is known complete at, its cluster ID, and the survivor's address
@@ -85,7 +89,9 @@ struct Found {
 
 /// Runs a whole recovery.
 pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
-    refuse_non_empty(&options.data_dir)?;
+    if !options.dry_run {
+        refuse_non_empty(&options.data_dir)?;
+    }
     let found = match &options.source {
         Source::DataDir(dir) => {
             let survivor = survivor::read(dir).await?;
@@ -120,28 +126,33 @@ pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
     let recover_time_ms = crate::clock::now_ms();
     let raised = margin::raise(&found.old, copy_time_ms, recover_time_ms, &options.margin);
     let advertise = options.advertise.clone().or(found.addr).unwrap_or_else(|| "127.0.0.1:8080".into());
-    let cluster_id = new_cluster_id(found.cluster_id)?;
-    refuse_non_empty(&options.data_dir)?;
-    form::form(
-        &options.data_dir,
-        options.node_id,
-        &advertise,
-        cluster_id,
-        [raised.request(), raised.timeseq_request()],
-    )
-    .await
-    .map_err(|e| RecoverError(format!("{e}; delete {} before trying again", options.data_dir.display())))?;
-    Ok(Report {
+    let mut report = Report {
         old: found.old,
         raised,
         old_cluster_id: found.cluster_id,
-        cluster_id,
+        cluster_id: 0,
         copy_time_ms,
         recover_time_ms,
         node_id: options.node_id,
         advertise,
         data_dir: options.data_dir,
-    })
+        dry_run: options.dry_run,
+    };
+    if options.dry_run {
+        return Ok(report);
+    }
+    report.cluster_id = new_cluster_id(found.cluster_id)?;
+    refuse_non_empty(&report.data_dir)?;
+    form::form(
+        &report.data_dir,
+        report.node_id,
+        &report.advertise,
+        report.cluster_id,
+        [report.raised.request(), report.raised.timeseq_request()],
+    )
+    .await
+    .map_err(|e| RecoverError(format!("{e}; delete {} before trying again", report.data_dir.display())))?;
+    Ok(report)
 }
 
 /// A random nonzero cluster ID other than the old one.
@@ -171,25 +182,29 @@ fn refuse_non_empty(dir: &Path) -> Result<(), RecoverError> {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let since_s = self.recover_time_ms.saturating_sub(self.copy_time_ms) as f64 / 1000.0;
-        writeln!(
-            f,
-            "recovered {} tags from cluster {:016x} into {}",
-            self.old.tags.len(),
-            self.old_cluster_id,
-            self.data_dir.display()
-        )?;
-        writeln!(f, "new cluster {:016x}: node {} at {}", self.cluster_id, self.node_id, self.advertise)?;
-        writeln!(
-            f,
-            "copy complete at {} ms, {since_s:.1} s before this recovery; every tag raised by {} IDs",
-            self.copy_time_ms, self.raised.margin_ids
-        )?;
-        for (name, record) in &self.raised.tags {
-            let before = self.old.tags.get(name).map_or(0, |old| old.max_id);
-            let exhausted = if record.max_id >= raft::tag::MAX_ID_LIMIT { " (exhausted)" } else { "" };
-            writeln!(f, "  tag {name}: max_id {before} -> {}{exhausted}", record.max_id)?;
+        if self.dry_run {
+            writeln!(
+                f,
+                "dry run: {} tags of cluster {:016x}, nothing written",
+                self.old.tags.len(),
+                self.old_cluster_id
+            )?;
+        } else {
+            writeln!(
+                f,
+                "recovered {} tags from cluster {:016x} into {}",
+                self.old.tags.len(),
+                self.old_cluster_id,
+                self.data_dir.display()
+            )?;
+            writeln!(f, "new cluster {:016x}: node {} at {}", self.cluster_id, self.node_id, self.advertise)?;
         }
+        writeln!(f, "copy complete at {} ms, {since_s:.1} s before this recovery", self.copy_time_ms)?;
+        margin_table(f, &self.old, &self.raised)?;
         writeln!(f, "snowflake: no worker holding starts before {} ms", self.raised.snowflake_floor_ms)?;
+        if self.dry_run {
+            return write!(f, "run again without --dry-run to write the new cluster into {}", self.data_dir.display());
+        }
         write!(
             f,
             "next: leafraft serve --node-id {} --advertise {} --data-dir {}; then start new members with --join {}",
@@ -199,4 +214,34 @@ impl std::fmt::Display for Report {
             self.advertise
         )
     }
+}
+
+/// One row per tag: what one claim of it can take, its old and new `max_id` and the margin
+/// between them; a new `max_id` past 2^53 is marked (JavaScript and many JSON stacks lose IDs
+/// above it), as is an exhausted tag.
+fn margin_table(f: &mut std::fmt::Formatter<'_>, old: &OldState, raised: &Raised) -> std::fmt::Result {
+    writeln!(
+        f,
+        "{:<24} {:<10} {:>14} {:>20} {:>20} {:>20}",
+        "TAG", "MODE", "LARGEST CLAIM", "OLD MAX_ID", "MARGIN", "NEW MAX_ID"
+    )?;
+    for (name, record) in &raised.tags {
+        let before = old.tags.get(name).map_or(0, |old| old.max_id);
+        let largest = old.tags.get(name).map_or(0, margin::claim_bound);
+        let margin = raised.margins.get(name).copied().unwrap_or(0);
+        let note = if record.max_id >= raft::tag::MAX_ID_LIMIT {
+            " exhausted"
+        } else if record.max_id > 1 << 53 {
+            " above 2^53"
+        } else {
+            ""
+        };
+        writeln!(
+            f,
+            "{name:<24} {:<10} {largest:>14} {before:>20} {margin:>20} {:>20}{note}",
+            record.mode.as_str(),
+            record.max_id
+        )?;
+    }
+    Ok(())
 }

@@ -129,16 +129,17 @@ pub fn replay(state: &IdStateMachine, entries: &[typ::Entry], committed: Option<
     for entry in entries {
         replayed.apply(entry);
         let EntryPayload::Normal(request) = &entry.payload else { continue };
-        // What this request may have changed: its tag, every tag (a restore) or the workers.
+        // What this request may have changed: its tags (every row of an import), every tag (a
+        // restore) or the workers.
         let touched: BTreeMap<&String, &TagRecord> = match request {
             Request::Restore { .. } => replayed.tags.iter().collect(),
-            _ => request.tag().and_then(|tag| replayed.tags.get_key_value(tag)).into_iter().collect(),
+            _ => request.tags().into_iter().filter_map(|tag| replayed.tags.get_key_value(tag)).collect(),
         };
         for (name, record) in &touched {
             let kept = highest.tags.entry((*name).clone()).or_insert_with(|| (*record).clone());
             kept.max_id = kept.max_id.max(record.max_id);
         }
-        if request.tag().is_none() {
+        if request.tags().is_empty() {
             for (id, lease) in &replayed.snowflake.workers {
                 let kept = highest.snowflake.workers.entry(*id).or_insert_with(|| lease.clone());
                 kept.window_end_ms = kept.window_end_ms.max(lease.window_end_ms);

@@ -117,12 +117,18 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MemberIdentity, String> {
 
 /// Writes the identity file so that a crash leaves either none or the whole file, durable.
 fn write_durably(dir: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_durably(dir, IDENTITY_FILE, TEMP_FILE, bytes)
+}
+
+/// Writes `bytes` as `dir/name` through the temporary `dir/temp`: synced, renamed, the directory
+/// synced, so a crash leaves either the old file or the whole new one.
+pub(crate) fn replace_durably(dir: &Path, name: &str, temp: &str, bytes: &[u8]) -> io::Result<()> {
     fs::create_dir_all(dir)?;
-    let temp = dir.join(TEMP_FILE);
+    let temp = dir.join(temp);
     let mut file = File::create(&temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
-    fs::rename(&temp, dir.join(IDENTITY_FILE))?;
+    fs::rename(&temp, dir.join(name))?;
     File::open(dir)?.sync_all()?;
     // A directory just created must itself be durable in its parent.
     match dir.parent() {

@@ -25,6 +25,7 @@ pub mod identity;
 mod keys;
 mod log_store;
 mod state_machine_store;
+pub mod vote_hold;
 
 pub use codec::FORMAT_VERSION;
 pub use error::OpenError;

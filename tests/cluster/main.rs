@@ -24,3 +24,4 @@ mod t50_partition;
 mod t51_lossy_network;
 mod t52_one_way;
 mod t60_monotonic;
+mod t61_lease;

@@ -21,17 +21,17 @@ const ALL: [u64; 3] = [1, 2, 3];
 
 /// One answered take: when it was sent, when its answer came back, and its IDs.
 #[derive(Debug, Clone)]
-struct Op {
-    node: u64,
-    sent: Instant,
-    answered: Instant,
-    ids: Vec<(u64, u64)>,
+pub(crate) struct Op {
+    pub(crate) node: u64,
+    pub(crate) sent: Instant,
+    pub(crate) answered: Instant,
+    pub(crate) ids: Vec<(u64, u64)>,
 }
 
 /// Violations of real-time order: an operation that was answered before another was sent must
 /// hold only smaller IDs. Checked in O(n log n): sweeping operations by send time, the largest ID
 /// of everything answered before it must be below its smallest.
-fn real_time_violations(history: &[Op]) -> Vec<String> {
+pub(crate) fn real_time_violations(history: &[Op]) -> Vec<String> {
     let mut by_answer: Vec<&Op> = history.iter().collect();
     by_answer.sort_by_key(|op| op.answered);
     let mut by_send: Vec<&Op> = history.iter().collect();
@@ -50,8 +50,12 @@ fn real_time_violations(history: &[Op]) -> Vec<String> {
         if let Some((max, earlier)) = max_before {
             if smallest <= max {
                 violations.push(format!(
-                    "node {} answered {smallest} to a take sent after node {} had answered {max}",
-                    op.node, earlier.node
+                    "node {} answered {smallest} to a take sent {:?} after node {} had answered {max} \
+                     (answered {:?} after it was sent)",
+                    op.node,
+                    op.sent.duration_since(earlier.answered),
+                    earlier.node,
+                    op.answered.duration_since(op.sent)
                 ));
             }
         }
@@ -73,7 +77,7 @@ fn the_real_time_check_sees_an_old_answer_after_a_new_one() {
 
 /// Takes IDs of `tag` from every running node's `Segments` in turn, on `n_clients` tasks,
 /// recording each answered take, until stopped.
-fn spawn_clients(
+pub(crate) fn spawn_clients(
     cluster: &TestCluster,
     tag: &'static str,
     n_clients: u64,

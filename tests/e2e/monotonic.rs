@@ -69,64 +69,121 @@ async fn a_monotonic_tag_stays_in_real_time_order_across_a_leader_kill() {
     let bad = cluster.request(leader, Method::PATCH, "/v1/tags/ticks", Some(r#"{"mode":"fast"}"#), None).await;
     assert_error(&bad, 400, "INVALID_ARGUMENT", "an unknown mode");
 
-    let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
-    let history = Arc::new(Mutex::new(Vec::new()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..CLIENTS)
-        .map(|client| {
-            let (urls, history, stop) = (urls.clone(), Arc::clone(&history), Arc::clone(&stop));
-            tokio::spawn(async move {
-                let http = reqwest::Client::builder().timeout(Duration::from_secs(3)).build().expect("HTTP client");
-                let mut round = client;
-                while !stop.load(SeqCst) {
-                    let node = round % urls.len();
-                    round += 1;
-                    let sent = Instant::now();
-                    let Ok(response) = http.get(format!("{}/v1/segment/ticks?count=4", urls[node])).send().await else {
-                        continue;
-                    };
-                    let Ok(body) = response.json::<serde_json::Value>().await else { continue };
-                    let Some(ids) = body["ids"].as_array() else { continue };
-                    let ids = ids.iter().filter_map(|id| id.as_str()?.parse().ok()).collect();
-                    history.lock().expect("history").push(Op { node: node + 1, sent, answered: Instant::now(), ids });
-                }
-            })
-        })
-        .collect();
-    let answered = |history: &Arc<Mutex<Vec<Op>>>| history.lock().expect("history").len();
-    let progress = |at_least: usize| {
-        let history = Arc::clone(&history);
-        async move {
-            wait_until(TIMEOUT, "more monotonic takes answered", || async {
-                let n = answered(&history);
-                if n >= at_least {
-                    Ok(())
-                } else {
-                    Err(format!("{n} answered"))
-                }
-            })
-            .await
-        }
-    };
-    progress(200).await;
+    let takers = Takers::start(&mut cluster);
+    takers.progress(200).await;
     cluster.kill(leader);
     let new = cluster.wait_leader(TIMEOUT).await;
     assert_ne!(new, leader);
-    progress(answered(&history) + 200).await;
+    takers.progress(200).await;
     cluster.restart(leader);
     cluster.wait_ready(leader, TIMEOUT).await;
-    progress(answered(&history) + 200).await;
-    stop.store(true, SeqCst);
-    for client in clients {
-        client.await.expect("client task");
-    }
-
-    let history = history.lock().expect("history").clone();
-    let ids: Vec<u64> = history.iter().flat_map(|op| op.ids.iter().copied()).collect();
-    let unique: HashSet<u64> = ids.iter().copied().collect();
-    assert_eq!(unique.len(), ids.len(), "an ID was handed out twice");
-    let violations = real_time_violations(&history);
-    assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+    takers.progress(200).await;
+    let history = takers.stop_and_check().await;
     let served_by: HashSet<usize> = history.iter().map(|op| op.node).collect();
     assert_eq!(served_by.len(), 3, "every node answered takes (forwarding to the leader)");
+}
+
+/// A leader frozen past its lease (SIGSTOP stands in for a suspended VM or a long pause): the
+/// others elect a leader that serves above it; when the old leader resumes, its lease has run
+/// out and it answers nothing from its old range.
+#[tokio::test]
+async fn a_leader_frozen_past_its_lease_answers_nothing_old_when_it_resumes() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    // A large step: the frozen leader still holds IDs of its range when it resumes.
+    let body = r#"{"tag":"ticks","step":100000,"mode":"monotonic"}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    cluster.wait_tag_known(&[1, 2, 3], "ticks", TIMEOUT).await;
+    let takers = Takers::start(&mut cluster);
+    takers.progress(100).await;
+    cluster.signal(leader, libc::SIGSTOP);
+    let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
+    let clients: Vec<_> = others.iter().map(|&id| cluster.client(id)).collect();
+    wait_until(TIMEOUT, "the others to elect a new leader", || async {
+        for client in &clients {
+            let status = client.cluster_status().await.map_err(|e| e.to_string())?;
+            if status.leader_id.is_none_or(|id| id == leader) {
+                return Err(format!("leader {:?}", status.leader_id));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    takers.progress(100).await;
+    cluster.signal(leader, libc::SIGCONT);
+    takers.progress(100).await;
+    takers.stop_and_check().await;
+}
+
+/// Clients taking `count=4` of the monotonic tag `ticks` from every node in turn, recording each
+/// answered take, until stopped.
+struct Takers {
+    history: Arc<Mutex<Vec<Op>>>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Takers {
+    fn start(cluster: &mut ProcessCluster) -> Takers {
+        let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
+        let history = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = (0..CLIENTS)
+            .map(|client| {
+                let (urls, history, stop) = (urls.clone(), Arc::clone(&history), Arc::clone(&stop));
+                tokio::spawn(async move {
+                    // Short: a take sent to a frozen node must not hold its client up for long.
+                    let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().expect("HTTP client");
+                    let mut round = client;
+                    while !stop.load(SeqCst) {
+                        let node = round % urls.len();
+                        round += 1;
+                        let sent = Instant::now();
+                        let url = format!("{}/v1/segment/ticks?count=4", urls[node]);
+                        let Ok(response) = http.get(url).send().await else { continue };
+                        let Ok(body) = response.json::<serde_json::Value>().await else { continue };
+                        let Some(ids) = body["ids"].as_array() else { continue };
+                        let ids = ids.iter().filter_map(|id| id.as_str()?.parse().ok()).collect();
+                        let op = Op { node: node + 1, sent, answered: Instant::now(), ids };
+                        history.lock().expect("history").push(op);
+                    }
+                })
+            })
+            .collect();
+        Takers { history, stop, tasks }
+    }
+
+    fn answered(&self) -> usize {
+        self.history.lock().expect("history").len()
+    }
+
+    /// Waits until `more` takes beyond those answered now have been answered.
+    async fn progress(&self, more: usize) {
+        let target = self.answered() + more;
+        wait_until(TIMEOUT, "more monotonic takes answered", || async {
+            let n = self.answered();
+            if n >= target {
+                Ok(())
+            } else {
+                Err(format!("{n} answered"))
+            }
+        })
+        .await
+    }
+
+    /// Stops the clients and checks their history: no ID twice, real-time order.
+    async fn stop_and_check(self) -> Vec<Op> {
+        self.stop.store(true, SeqCst);
+        for task in self.tasks {
+            task.await.expect("client task");
+        }
+        let history = self.history.lock().expect("history").clone();
+        let ids: Vec<u64> = history.iter().flat_map(|op| op.ids.iter().copied()).collect();
+        let unique: HashSet<u64> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "an ID was handed out twice");
+        let violations = real_time_violations(&history);
+        assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+        history
+    }
 }

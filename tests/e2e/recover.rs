@@ -131,9 +131,17 @@ async fn a_majority_lost_for_good_is_recovered_from_a_lagging_survivor() {
     let addr = cluster.addr(3);
     let old_text = old.display().to_string();
     let new_text = new.display().to_string();
+    // A dry run prints the margin table and writes nothing.
+    let dry =
+        run_binary(&["recover", "--data-dir", &new_text, "--from-data-dir", &old_text, "--dry-run"], TIMEOUT).await;
+    let dry_report = String::from_utf8_lossy(&dry.stdout).into_owned();
+    assert!(dry.status.success(), "{dry:?}");
+    assert!(dry_report.contains("dry run") && dry_report.contains("OLD MAX_ID"), "{dry_report}");
+    assert!(dry_report.lines().any(|line| line.starts_with("t ") && line.contains("segment")), "{dry_report}");
+    assert!(!new.exists(), "a dry run wrote {}", new.display());
     let report =
         recover(&["--data-dir", &new_text, "--from-data-dir", &old_text, "--node-id", "3", "--advertise", &addr]).await;
-    assert!(report.contains("tag t: max_id"), "{report}");
+    assert!(report.lines().any(|line| line.starts_with("t ") && line.contains("segment")), "{report}");
     assert_eq!(contents(&old), untouched, "the survivor's directory was written to");
 
     serve_recovered(&mut cluster, 3, new, &[1, 2]).await;

@@ -5,7 +5,6 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-use std::time::Instant;
 
 use openraft::error::InstallSnapshotError;
 use openraft::error::NetworkError;
@@ -13,7 +12,6 @@ use openraft::error::RPCError;
 use openraft::error::RemoteError;
 use openraft::error::Unreachable;
 use openraft::network::RPCOption;
-use openraft::raft::AppendEntriesResponse;
 use openraft::RaftNetwork;
 use openraft::RaftNetworkFactory;
 use reqwest::header::CONTENT_TYPE;
@@ -28,6 +26,7 @@ use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::codec;
+use crate::lease;
 use crate::lease::LeaderLease;
 use crate::typ;
 use crate::Node;
@@ -87,7 +86,7 @@ pub async fn post_bincode<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, None, body, timeout).await
+    post(client, url, secret, None, body, timeout).await.map(|exchanged| exchanged.answer)
 }
 
 /// Who sends a [`post_bincode_as`], and whom it means to reach.
@@ -109,7 +108,14 @@ pub async fn post_bincode_as<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, Some(sender), body, timeout).await
+    post(client, url, secret, Some(sender), body, timeout).await.map(|exchanged| exchanged.answer)
+}
+
+/// A decoded answer and what its headers said beside it.
+struct Exchanged<Resp> {
+    answer: Resp,
+    /// The peer's [`lease::VOTE_HOLD_HEADER`], when it sent a valid one.
+    vote_hold: Option<Duration>,
 }
 
 async fn post<Req: Serialize, Resp: DeserializeOwned>(
@@ -119,7 +125,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     sender: Option<Sender<'_>>,
     body: &Req,
     timeout: Duration,
-) -> Result<Resp, PostError> {
+) -> Result<Exchanged<Resp>, PostError> {
     let bytes =
         codec::encode(body).map_err(|e| PostError::Other(format!("POST {url}: cannot encode the body: {e}")))?;
     let mut request = client.post(url).header(CONTENT_TYPE, OCTET_STREAM).body(bytes).timeout(timeout);
@@ -156,12 +162,18 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         }
         return Err(PostError::Status { status: status.as_u16(), body });
     }
+    let vote_hold = response
+        .headers()
+        .get(lease::VOTE_HOLD_HEADER)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
+        .map(Duration::from_millis);
     let (answer, complete) =
         read_at_most(response, codec::MAX_RPC_BYTES).await.map_err(|e| transport_error(url, &e))?;
     if !complete {
         return Err(PostError::Decode(format!("POST {url}: the answer is over {} bytes", codec::MAX_RPC_BYTES)));
     }
-    codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))
+    let answer = codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))?;
+    Ok(Exchanged { answer, vote_hold })
 }
 
 /// With mutual TLS between members, refuses an answer over TLS whose certificate does not name the
@@ -262,7 +274,7 @@ pub struct NetworkFactory {
 impl NetworkFactory {
     /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity, lease: Arc::new(LeaderLease::new(Duration::ZERO)), scheme: "http" }
+        Self { client, secret, identity, lease: Arc::new(LeaderLease::disabled()), scheme: "http" }
     }
 
     /// Records every accepted append in `lease`.
@@ -338,26 +350,43 @@ impl Connection {
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
+        self.call_reading_hold(url, rpc, option).await.0
+    }
+
+    /// [`Connection::call`], with the vote hold the peer reported beside its answer.
+    async fn call_reading_hold<Req, Resp, E>(
+        &self,
+        url: &str,
+        rpc: &Req,
+        option: &RPCOption,
+    ) -> (Result<Resp, typ::RPCError<E>>, Option<Duration>)
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: StdError + DeserializeOwned,
+    {
         let sender = Sender { identity: &self.identity, target: Some((self.target, self.target_incarnation)) };
-        let answer: Result<Resp, typ::RaftError<E>> =
-            post_bincode_as(&self.client, url, self.secret.as_deref(), sender, rpc, option.hard_ttl()).await.map_err(
-                |e| {
-                    if e.is_connect() || matches!(e, PostError::Refused(_)) {
-                        // A peer that refuses connections is down or not started yet. `Unreachable`
-                        // makes openraft wait `backoff()` before the next attempt; `Network` would
-                        // make it retry at once, hot-looping and flooding the log with errors for as
-                        // long as the peer stays down.
-                        RPCError::Unreachable(Unreachable::new(&e))
-                    } else {
-                        // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
-                        // attempt failed, so openraft may retry without backing off.
-                        RPCError::Network(NetworkError::new(&e))
-                    }
-                },
-            )?;
+        let exchanged =
+            post(&self.client, url, self.secret.as_deref(), Some(sender), rpc, option.hard_ttl()).await.map_err(|e| {
+                if e.is_connect() || matches!(e, PostError::Refused(_)) {
+                    // A peer that refuses connections is down or not started yet. `Unreachable`
+                    // makes openraft wait `backoff()` before the next attempt; `Network` would
+                    // make it retry at once, hot-looping and flooding the log with errors for as
+                    // long as the peer stays down.
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
+                    // attempt failed, so openraft may retry without backing off.
+                    RPCError::Network(NetworkError::new(&e))
+                }
+            });
+        let exchanged: Exchanged<Result<Resp, typ::RaftError<E>>> = match exchanged {
+            Ok(exchanged) => exchanged,
+            Err(e) => return (Err(e), None),
+        };
         // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
         // it is a remote error, which openraft handles differently from a lost message.
-        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+        (exchanged.answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))), exchanged.vote_hold)
     }
 }
 
@@ -367,10 +396,10 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: typ::AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
-        let (vote, sent_at) = (rpc.vote, Instant::now());
-        let answer = self.call(&self.append_url, &rpc, &option).await;
-        if matches!(&answer, Ok(resp) if !matches!(resp, AppendEntriesResponse::HigherVote(_))) {
-            self.lease.acknowledged(self.target, &vote, sent_at);
+        let (vote, sent_at) = (rpc.vote, self.lease.sending_append(&rpc));
+        let (answer, hold) = self.call_reading_hold(&self.append_url, &rpc, &option).await;
+        if let Ok(response) = &answer {
+            self.lease.append_answered(self.target, &vote, sent_at, response, hold);
         }
         answer
     }
@@ -380,6 +409,7 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: typ::InstallSnapshotRequest,
         option: RPCOption,
     ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
+        self.lease.sending_snapshot(&rpc.meta);
         self.call(&self.snapshot_url, &rpc, &option).await
     }
 

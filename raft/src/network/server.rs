@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -25,6 +25,7 @@ use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::codec;
+use crate::lease;
 use crate::lease::LeaderLease;
 use crate::typ;
 use crate::NodeId;
@@ -54,6 +55,10 @@ struct Leased<R> {
 impl<R: RaftRpc> RaftRpc for Leased<R> {
     fn id(&self) -> NodeId {
         self.raft.id()
+    }
+
+    fn vote_hold(&self) -> Option<Duration> {
+        self.lease.own_hold()
     }
 
     fn append(
@@ -87,12 +92,12 @@ pub async fn vote_under_lease<Fut>(
 where
     Fut: Future<Output = Result<typ::VoteResponse, typ::RaftError>>,
 {
-    if !lease.admit_vote(Instant::now()) {
+    if !lease.admit_vote(&rpc.vote, lease::now()) {
         tracing::info!(candidate = rpc.vote.leader_id.node_id, "vote held back: this node may hold a leader lease");
         return Ok(typ::VoteResponse::new(rpc.vote, None, false));
     }
     let answer = vote(rpc).await;
-    lease.vote_answered(Instant::now());
+    lease.vote_answered(lease::now());
     answer
 }
 
@@ -101,6 +106,13 @@ where
 pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
     /// This node's ID.
     fn id(&self) -> NodeId;
+
+    /// How long this node holds its vote back after accepting an append, reported to the
+    /// leader with every answer to one (`None`: reported as nothing, so the answer never counts
+    /// towards the leader's lease).
+    fn vote_hold(&self) -> Option<Duration> {
+        None
+    }
 
     fn append(
         &self,
@@ -149,7 +161,11 @@ pub(super) fn router<R: RaftRpc>(raft: R) -> Router {
 }
 
 async fn append<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {
-    handle(APPEND_PATH, &body, raft.id(), |rpc| raft.append(rpc)).await
+    let mut response = handle(APPEND_PATH, &body, raft.id(), |rpc| raft.append(rpc)).await;
+    if let Some(hold) = raft.vote_hold() {
+        response.headers_mut().insert(lease::VOTE_HOLD_HEADER, axum::http::HeaderValue::from(hold.as_millis() as u64));
+    }
+    response
 }
 
 async fn vote<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {

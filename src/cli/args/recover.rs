@@ -29,8 +29,9 @@ pub struct RecoverArgs {
     /// IDs added to every tag on top of the computed margin.
     #[arg(long, default_value_t = 0)]
     pub margin: u64,
-    /// The most claims the old cluster could commit per second: every tag is raised by this times
-    /// 10,000,000 (the largest step) per second since the copy.
+    /// The most claims the old cluster could commit per second: each tag is raised by this times the
+    /// largest claim it can take (a segment tag: the larger of its step and 1,000,000; a monotonic
+    /// tag: 10,000,000) per second since the copy.
     #[arg(long, default_value_t = margin::DEFAULT_CLAIMS_PER_SEC)]
     pub claims_per_sec: u64,
     /// How far the old cluster's clocks may have been ahead of this machine's; added to the time since
@@ -44,6 +45,10 @@ pub struct RecoverArgs {
     /// time the copy records (a backup's, or the survivor's latest committed clock).
     #[arg(long)]
     pub copy_time_ms: Option<u64>,
+    /// Read the old state and print the margin table (old and new max_id per tag), writing
+    /// nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 impl RecoverArgs {
@@ -65,6 +70,7 @@ impl RecoverArgs {
                 worker_lease_ms: self.worker_lease_ms,
             },
             copy_time_ms: self.copy_time_ms,
+            dry_run: self.dry_run,
         }
     }
 }

@@ -29,9 +29,9 @@ fn old_state(max_ids: &[u64], windows: &[u64], floor_ms: u64) -> OldState {
     OldState { tags, snowflake, timeseq: raft::TimeseqRegistry::default() }
 }
 
-/// `claims_per_sec × MAX_STEP × seconds`, exact.
-fn rate_bound(options: &MarginOptions, elapsed_ms: u64) -> u128 {
-    u128::from(options.claims_per_sec) * u128::from(MAX_STEP) * u128::from(elapsed_ms) / 1000
+/// `claims_per_sec × the tag's claim bound × seconds`, exact.
+fn rate_bound(options: &MarginOptions, record: &TagRecord, elapsed_ms: u64) -> u128 {
+    u128::from(options.claims_per_sec) * u128::from(claim_bound(record)) * u128::from(elapsed_ms) / 1000
 }
 
 fn options() -> impl Strategy<Value = MarginOptions> {
@@ -66,8 +66,8 @@ proptest! {
         let old = old_state(&max_ids, &[], 0);
         let recover_time = copy_time.saturating_add(since);
         let raised = raise(&old, copy_time, recover_time, &options);
-        let could_have_served = rate_bound(&options, since) + u128::from(options.margin_ids);
         for (name, before) in &old.tags {
+            let could_have_served = rate_bound(&options, before, since) + u128::from(options.margin_ids);
             let after = raised.tags[name].max_id;
             prop_assert!(after >= before.max_id && after <= MAX_ID_LIMIT, "{name}: {} -> {after}", before.max_id);
             let highest_old = u128::from(before.max_id) + could_have_served;
@@ -113,8 +113,8 @@ proptest! {
         let old = old_state(&max_ids, &[copy_time + 10_000], 0);
         let one = raise(&old, copy_time, copy_time + first, &options);
         let two = raise(&old, copy_time, copy_time + first + later, &options);
-        let served_meanwhile = rate_bound(&options, later);
         for (name, record) in &one.tags {
+            let served_meanwhile = rate_bound(&options, &old.tags[name], later);
             let covered = u128::from(record.max_id) + served_meanwhile;
             prop_assert!(two.tags[name].max_id == MAX_ID_LIMIT || u128::from(two.tags[name].max_id) >= covered);
         }
@@ -125,6 +125,16 @@ proptest! {
 }
 
 #[test]
+fn a_tag_claims_at_most_its_claimers_largest_step() {
+    let segment = record(1);
+    assert_eq!(claim_bound(&segment), 1_000_000, "Leaf's largest dynamic step");
+    let big = TagRecord { step: 5_000_000, ..record(1) };
+    assert_eq!(claim_bound(&big), 5_000_000, "a tag configured above it claims its own step");
+    let monotonic = TagRecord { mode: raft::TagMode::Monotonic, ..record(1) };
+    assert_eq!(claim_bound(&monotonic), MAX_STEP, "the sequencer doubles up to the largest step");
+}
+
+#[test]
 fn a_tag_that_would_pass_the_limit_is_exhausted_never_wrapped() {
     let old = old_state(&[MAX_ID_LIMIT - 5, MAX_ID_LIMIT, 1], &[], 0);
     let huge =
@@ -132,15 +142,26 @@ fn a_tag_that_would_pass_the_limit_is_exhausted_never_wrapped() {
     let raised = raise(&old, 0, u64::MAX, &huge);
     assert!(raised.tags.values().all(|record| record.max_id == MAX_ID_LIMIT));
     assert_eq!(raised.exhausted().count(), 3);
-    assert_eq!(raised.margin_ids, u128::MAX);
+    assert!(raised.margins.values().all(|margin| *margin == u128::MAX));
     assert_eq!(raised.snowflake_floor_ms, u64::MAX, "the floor saturates too");
+}
+
+/// A segment tag with an ordinary step claims at most Leaf's largest dynamic step (1,000,000) at
+/// a time, not the 10,000,000 only monotonic claims can ask for: three hours after the copy, its
+/// IDs must still fit the 2^53 that JavaScript and many JSON stacks keep exactly.
+#[test]
+fn regression_a_recovery_hours_after_the_copy_keeps_ordinary_tags_below_2_pow_53() {
+    let old = old_state(&[1_000_000], &[], 0);
+    let three_hours = 3 * 3_600_000;
+    let raised = raise(&old, 0, three_hours, &MarginOptions::default());
+    assert!(raised.tags["t0"].max_id < 1 << 53, "{} passes 2^53", raised.tags["t0"].max_id);
 }
 
 #[test]
 fn the_default_margin_over_a_day_leaves_most_of_the_id_space() {
     let day = 24 * 3_600_000;
-    let margin = id_margin(0, day, &MarginOptions::default());
-    // 100,000 claims/s × 10,000,000 IDs × (86,400 + 60) s.
+    let margin = id_margin(0, day, MAX_STEP, &MarginOptions::default());
+    // 100,000 claims/s × 10,000,000 IDs × (86,400 + 60) s: a monotonic tag, the largest claims.
     assert_eq!(margin, 100_000 * 10_000_000 * 86_460);
     assert!(margin < u128::from(MAX_ID_LIMIT) / 100, "a day's margin is under 1 % of the ID space");
 }

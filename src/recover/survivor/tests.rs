@@ -36,6 +36,19 @@ fn a_release_in_the_tail_lowers_nothing_and_a_claim_raises() {
     assert_eq!(replayed.last_applied.map(|id| id.index), Some(7));
 }
 
+/// An import in the survivor's unapplied tail creates and raises tags like any other command:
+/// left out, the recovered cluster would serve an imported tag's IDs from its old `max_id`.
+#[test]
+fn regression_every_row_of_an_import_in_the_tail_is_counted() {
+    let state = base();
+    let row = |tag: &str, max_id| raft::ImportRow { tag: tag.into(), max_id, step: 100, description: None };
+    let import = Request::ImportTags { rows: vec![row("imported", 5_000), row("t", 10_000)], now_ms: 3_000 };
+    let (replayed, copy_time) = replay(&state, &[entry(5, import)], Some(5));
+    assert_eq!(replayed.tags.get("imported").map(|r| r.max_id), Some(5_000), "a tag the import created");
+    assert_eq!(replayed.tags["t"].max_id, 10_000, "a tag the import raised");
+    assert_eq!(copy_time, Some(3_000), "the import's clock, committed");
+}
+
 #[test]
 fn the_copy_time_comes_from_committed_entries_only() {
     let state = base();
