@@ -21,6 +21,7 @@ mod monotonic;
 mod no_quorum;
 mod rebuild;
 mod recover;
+mod regression_credentials;
 mod regression_deposed_holder_clock_back;
 mod regression_paused_leader_stall;
 mod regression_restarted_follower_ready_too_early;
