@@ -188,7 +188,7 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
 /// store is bound to its disk from the first entry. Both may wait on the disk (and `open` on
 /// sled's file lock), so they run off the async workers.
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
-    std::fs::create_dir_all(&config.data_dir)
+    storage::private::create_dir(&config.data_dir)
         .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
     let options =
         storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20, local_node: Some(config.node_id) };

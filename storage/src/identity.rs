@@ -117,9 +117,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MemberIdentity, String> {
 
 /// Writes the identity file so that a crash leaves either none or the whole file, durable.
 fn write_durably(dir: &Path, bytes: &[u8]) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
+    crate::private::create_dir(dir)?;
     let temp = dir.join(TEMP_FILE);
-    let mut file = File::create(&temp)?;
+    let mut file = crate::private::create_file(&temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     fs::rename(&temp, dir.join(IDENTITY_FILE))?;

@@ -182,3 +182,42 @@ where
     }
     out
 }
+
+/// The status page tells browsers to load nothing from elsewhere and never to frame it.
+#[tokio::test]
+async fn regression_the_status_page_forbids_framing_and_foreign_content() {
+    let mut cluster = ProcessCluster::new();
+    cluster.start_node(1, &[]);
+    cluster.wait_ready(1, TIMEOUT).await;
+    let answer = reqwest::get(format!("{}/", cluster.url(1))).await.expect("the status page");
+    assert_eq!(answer.status().as_u16(), 200);
+    let header = |name: &str| answer.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    assert_eq!(header("x-frame-options"), "DENY");
+    let policy = header("content-security-policy");
+    for directive in ["default-src 'none'", "frame-ancestors 'none'", "form-action 'self'"] {
+        assert!(policy.contains(directive), "{directive} missing from {policy:?}");
+    }
+}
+
+/// The data directory is its owner's only: the directory 0700, the identity file, sled's files
+/// and the store's marker 0600, also for a directory an older release made 0755.
+#[tokio::test]
+async fn regression_the_data_directory_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut cluster = ProcessCluster::new();
+    let dir = cluster.data_dir(1);
+    std::fs::create_dir_all(&dir).expect("create the data directory");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod 0755");
+    cluster.start_node(1, &[]);
+    cluster.wait_ready(1, TIMEOUT).await;
+    let (status, body) = cluster.request(1, Method::POST, "/v1/tags", Some(r#"{"tag":"alpha"}"#), None).await;
+    assert_eq!(status.as_u16(), 201, "{body}");
+    cluster.terminate(1, TIMEOUT).await;
+    let mode = |path: &std::path::Path| std::fs::metadata(path).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    let files = crate::harness::files_below(&dir);
+    assert!(files.iter().any(|f| f.ends_with("leafraft-identity")) && files.iter().any(|f| f.ends_with("db")));
+    for file in files {
+        assert_eq!(mode(&file) & 0o077, 0, "{} is {:o}", file.display(), mode(&file));
+    }
+}
