@@ -148,3 +148,46 @@ async fn idle_and_half_sent_tls_connections_are_closed_and_others_served() {
     assert!(series_sum(&metrics, "leafraft_connections_open ") <= 5.0, "open connections:\n{metrics}");
     assert_eq!(series_sum(&metrics, "leafraft_connections_limit "), 10_000.0);
 }
+
+/// The same timeouts hold on plain HTTP: idle connections, half-sent headers and a stalled body
+/// are closed, and the cap is shown on `/metrics`.
+#[tokio::test]
+async fn plain_connections_are_held_to_the_same_timeouts() {
+    let mut cluster = ProcessCluster::new();
+    let (header_read, idle) = (HEADER_READ.as_millis().to_string(), IDLE.as_millis().to_string());
+    let args = ["--header-read-timeout-ms", &header_read, "--idle-timeout-ms", &idle, "--max-connections", "500"];
+    cluster.start_node(1, &args);
+    cluster.wait_ready(1, TIMEOUT).await;
+    let addr = cluster.addr(1);
+    let body = b"POST /v1/tags HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{\"tag\"";
+    let kinds: [(&str, &[u8], Duration); 3] = [
+        ("idle", b"", HEADER_READ),
+        ("half a request", b"GET /v1/tags HTTP/1.1\r\n", HEADER_READ),
+        ("a stalled body", body, IDLE),
+    ];
+    let mut waits = Vec::new();
+    for (what, first, timeout) in kinds {
+        for _ in 0..50 {
+            let mut tcp = TcpStream::connect(&addr).await.expect("connect");
+            tcp.write_all(first).await.expect("send");
+            let since = Instant::now();
+            waits.push(tokio::spawn(async move {
+                let mut buffer = [0u8; 1024];
+                loop {
+                    match tokio::time::timeout(TIMEOUT, tcp.read(&mut buffer)).await {
+                        Ok(Ok(0) | Err(_)) => return (what, timeout, since.elapsed()),
+                        Ok(Ok(_)) => continue,
+                        Err(_) => panic!("{what}: still open after {TIMEOUT:?}"),
+                    }
+                }
+            }));
+        }
+    }
+    for wait in waits {
+        let (what, timeout, after) = wait.await.expect("a waiting task");
+        assert!(after <= timeout + SLACK, "{what}: closed after {after:?}, its timeout is {timeout:?}");
+    }
+    let metrics = cluster.get_text(1, "/metrics").await.1;
+    assert_eq!(series_sum(&metrics, "leafraft_connections_limit "), 500.0);
+    assert!(series_sum(&metrics, r#"leafraft_connections_timed_out_total{reason="idle"}"#) >= 50.0, "{metrics}");
+}
