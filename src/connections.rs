@@ -26,9 +26,15 @@ use tokio::time::Instant;
 use tokio::time::Sleep;
 
 use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
 
 /// How long accepting pauses after an error (say, out of file descriptors), so it never spins.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Failed accepts (out of file descriptors: keep `--max-connections` under `ulimit -n`), logged at
+/// a bounded rate like refusals, since every retry would otherwise write a line.
+static ACCEPT_ERRORS: std::sync::LazyLock<RefusalLog> =
+    std::sync::LazyLock::new(|| RefusalLog::new("failed accepts", crate::refusals::INTERVAL));
 
 /// The places under `--max-connections`, shared by everything that accepts on the node's port.
 #[derive(Clone)]
@@ -70,7 +76,9 @@ pub async fn accept(listener: &TcpListener, admission: &Admission) -> (Guarded<T
                 return (Guarded::new(tcp, place, admission), remote);
             }
             Err(error) => {
-                tracing::warn!(%error, "cannot accept a connection");
+                if ACCEPT_ERRORS.note("accept", "error") {
+                    tracing::warn!(%error, "cannot accept a connection (further failures are summed up once per interval)");
+                }
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
             }
         }

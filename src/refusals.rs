@@ -17,6 +17,8 @@ pub const INTERVAL: Duration = Duration::from_secs(10);
 /// The refusals of the current interval (a lock taken only on a refusal, never on a request that
 /// passes).
 pub struct RefusalLog {
+    /// What is counted, for the summary line ("refusals", "failed accepts").
+    what: &'static str,
     interval: Duration,
     current: Mutex<Interval>,
 }
@@ -29,13 +31,14 @@ struct Interval {
 
 impl Default for RefusalLog {
     fn default() -> RefusalLog {
-        RefusalLog::new(INTERVAL)
+        RefusalLog::new("refusals", INTERVAL)
     }
 }
 
 impl RefusalLog {
-    pub fn new(interval: Duration) -> RefusalLog {
-        RefusalLog { interval, current: Mutex::new(Interval { started: Instant::now(), counts: BTreeMap::new() }) }
+    pub fn new(what: &'static str, interval: Duration) -> RefusalLog {
+        let current = Mutex::new(Interval { started: Instant::now(), counts: BTreeMap::new() });
+        RefusalLog { what, interval, current }
     }
 
     /// Notes one refusal; answers whether it is the first of its interval, which the caller then
@@ -47,7 +50,7 @@ impl RefusalLog {
     fn note_at(&self, route: &'static str, reason: &'static str, now: Instant) -> bool {
         let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if now.saturating_duration_since(current.started) >= self.interval {
-            summarise(&std::mem::take(&mut current.counts), self.interval);
+            summarise(self.what, &std::mem::take(&mut current.counts), self.interval);
             current.started = now;
         }
         let first = current.counts.is_empty();
@@ -61,7 +64,7 @@ impl RefusalLog {
         let now = Instant::now();
         let mut current = self.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if now.saturating_duration_since(current.started) >= self.interval && !current.counts.is_empty() {
-            summarise(&std::mem::take(&mut current.counts), self.interval);
+            summarise(self.what, &std::mem::take(&mut current.counts), self.interval);
             current.started = now;
         }
     }
@@ -80,12 +83,12 @@ impl RefusalLog {
 }
 
 /// One line for the refusals of an interval beyond its first (which was logged at once).
-fn summarise(counts: &BTreeMap<(&'static str, &'static str), u64>, interval: Duration) {
+fn summarise(what: &str, counts: &BTreeMap<(&'static str, &'static str), u64>, interval: Duration) {
     let Some(text) = summary(counts) else {
         return;
     };
     let total: u64 = counts.values().sum();
-    tracing::warn!(total, counts = %text, "refused {total} requests or handshakes in the last {interval:?}");
+    tracing::warn!(total, counts = %text, "{total} {what} in the last {interval:?}");
 }
 
 /// `route reason=count, ...`; `None` when only the first refusal (already logged) happened.
@@ -107,7 +110,7 @@ mod tests {
 
     #[test]
     fn only_the_first_refusal_of_an_interval_is_logged_at_once() {
-        let log = RefusalLog::new(Duration::from_secs(10));
+        let log = RefusalLog::new("refusals", Duration::from_secs(10));
         let start = Instant::now();
         let firsts =
             (0..1000).filter(|i| log.note_at("/raft/vote", "missing", start + Duration::from_millis(*i))).count();
