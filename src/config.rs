@@ -55,6 +55,8 @@ pub struct Config {
     pub credential_source: CredentialSource,
     /// TLS on the node's port, and for what it sends to peers; `None`: plain HTTP.
     pub tls: Option<TlsFiles>,
+    /// The timeouts and the cap every connection to the node's port is held to.
+    pub connections: ConnectionLimits,
     /// Warnings to log once logging is up (a secret given as a flag, visible in `ps`).
     pub warnings: Vec<String>,
     /// fdatasync sled's data file after every flush (power-loss safety). Off only for experiments.
@@ -101,6 +103,11 @@ pub struct Settings {
     pub peer_ca: Option<PathBuf>,
     pub ca: Option<PathBuf>,
     pub insecure: Option<bool>,
+    pub admin_open: Option<bool>,
+    pub client_open: Option<bool>,
+    pub header_read_timeout_ms: Option<u64>,
+    pub idle_timeout_ms: Option<u64>,
+    pub max_connections: Option<usize>,
     pub fsync: Option<bool>,
     pub heartbeat_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
@@ -160,6 +167,11 @@ impl Settings {
             peer_ca: self.peer_ca.or(lower.peer_ca),
             ca: self.ca.or(lower.ca),
             insecure: self.insecure.or(lower.insecure),
+            admin_open: self.admin_open.or(lower.admin_open),
+            client_open: self.client_open.or(lower.client_open),
+            header_read_timeout_ms: self.header_read_timeout_ms.or(lower.header_read_timeout_ms),
+            idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
+            max_connections: self.max_connections.or(lower.max_connections),
             fsync: self.fsync.or(lower.fsync),
             heartbeat_ms: self.heartbeat_ms.or(lower.heartbeat_ms),
             election_timeout_ms: self.election_timeout_ms.or(lower.election_timeout_ms),
@@ -193,14 +205,20 @@ impl Config {
         let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
         let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
         let credential_source = CredentialSource::of(&layers)?;
-        let credentials = credential_source.read()?;
+        let credentials = credential_source.read().map_err(|e| e.message)?;
         let tls = resolve_tls(&layers)?;
         let peer_guarded = credentials.peer.is_some() || tls.as_ref().is_some_and(|t| t.peer_ca.is_some());
         let secured = tls.is_some() && peer_guarded && credentials.admin.is_some();
-        if !listen.ip().is_loopback() && !secured && !layers.insecure.unwrap_or(false) {
+        let private = listen.ip().is_loopback() || layers.insecure.unwrap_or(false);
+        if !private && !secured {
             return Err(format!(
                 "--listen {listen} is reachable from other hosts: give --tls-cert/--tls-key, --peer-secret or \
                  --peer-ca, and --admin-token (--secret sets both), or --insecure to run without"
+            ));
+        }
+        if !private && credential_source.may_open() {
+            return Err(format!(
+                "--admin-open and --client-open need a loopback --listen (not {listen}) or --insecure"
             ));
         }
         let (heartbeat, election_timeout, write_timeout) = resolve_timing(&layers)?;
@@ -223,6 +241,7 @@ impl Config {
             credentials,
             credential_source,
             tls,
+            connections: resolve_connections(&layers)?,
             warnings: Vec::new(),
             fsync: layers.fsync.unwrap_or(true),
             heartbeat,
@@ -361,7 +380,10 @@ mod services;
 #[cfg(test)]
 mod tests;
 
+use security::resolve_connections;
 use security::resolve_tls;
+pub use security::ConnectionLimits;
+pub use security::CredentialError;
 pub use security::CredentialSource;
 pub use security::SecretText;
 pub use security::TlsFiles;

@@ -9,7 +9,11 @@
 //!   tags takes IDs of those tags (segment tags and time-sequence namespaces) only, and snowflake
 //!   IDs, which belong to no tag.
 //!
-//! A role without a configured credential is open (as every route was without `--secret`).
+//! A role without a configured credential is open (as every route was without `--secret`); once
+//! configured, a role stays guarded: an emptied token file keeps the last good tokens
+//! (`config::security`, `reload`). Peer and admin can be left open only on a loopback listener or
+//! with `--insecure` (`Config::resolve`); client routes are open whenever no client token is
+//! configured (SPEC.md §4c).
 //! `--secret S` is the shorthand for `--peer-secret S --admin-token S`.
 //!
 //! A request without a credential, or with one this node does not know, is refused with 401
@@ -80,6 +84,9 @@ impl ClientToken {
                     list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
                 if tags.is_empty() {
                     return Err(format!("--client-token {name}: an empty tag list (leave it out for every tag)"));
+                }
+                for tag in &tags {
+                    raft::tag::validate_tag(tag).map_err(|e| format!("--client-token {name}: {e}"))?;
                 }
                 Some(tags)
             }
@@ -267,7 +274,7 @@ mod tests {
         let t = ClientToken::parse("team-a:tok:x, y").unwrap();
         assert_eq!((t.name.as_str(), t.token.expose(), t.tags), ("team-a", "tok", Some(vec!["x".into(), "y".into()])));
         assert_eq!(ClientToken::parse("b:t").unwrap().tags, None);
-        for bad in ["", "name", "name:", ":tok", "na me:tok", "n:t:", "n:t: , "] {
+        for bad in ["", "name", "name:", ":tok", "na me:tok", "n:t:", "n:t: , ", "n:t:oth%65r", "n:t:a/b"] {
             assert!(ClientToken::parse(bad).is_err(), "{bad}");
         }
         assert!(!format!("{:?}", ClientToken::parse("n:hunter2").unwrap()).contains("hunter2"));

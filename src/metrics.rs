@@ -13,9 +13,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 mod requests;
+mod security;
 mod segments;
 
 pub use requests::RouteKey;
+pub use security::ConnectionMetrics;
+use security::SecurityMetrics;
 pub use segments::SegmentStats;
 pub use segments::TagStats;
 pub use segments::DEFAULT_TAG_SERIES;
@@ -45,7 +48,7 @@ pub struct KindLabels {
 
 /// The `&'static str` for a route template. Routes come from the router, a fixed set of about
 /// thirty, so the leaked strings are bounded.
-fn intern(route: &str) -> &'static str {
+pub(crate) fn intern(route: &str) -> &'static str {
     static ROUTES: std::sync::OnceLock<std::sync::RwLock<std::collections::HashSet<&'static str>>> =
         std::sync::OnceLock::new();
     let routes = ROUTES.get_or_init(Default::default);
@@ -95,49 +98,8 @@ pub struct Metrics {
     identity_refusals: Family<KindLabels, Counter>,
     timeseq_events: Family<KindLabels, Counter>,
     security: SecurityMetrics,
-}
-
-/// Refused credentials and TLS events.
-struct SecurityMetrics {
-    auth_refusals: Family<RefusalLabels, Counter>,
-    reloads: Family<ReloadLabels, Counter>,
-    tls_handshake_failures: Family<ReasonLabels, Counter>,
-}
-
-impl SecurityMetrics {
-    fn register(r: &mut Registry) -> SecurityMetrics {
-        let auth_refusals = registered(
-            r,
-            "auth_refusals",
-            "Requests refused for a missing or wrong credential or peer certificate, by route and reason",
-            Family::default(),
-        );
-        let reloads = registered(
-            r,
-            "reloads",
-            "Reloads without a restart (tls: certificate, key and CA files; credentials: token files), by result",
-            Family::default(),
-        );
-        let tls_handshake_failures = registered(
-            r,
-            "tls_handshake_failures",
-            "TLS handshakes that failed, by reason (certificate: a client certificate the peer CA did not sign)",
-            Family::default(),
-        );
-        SecurityMetrics { auth_refusals, reloads, tls_handshake_failures }
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReloadLabels {
-    /// `tls` or `credentials`.
-    pub what: &'static str,
-    pub result: &'static str,
+    /// The connections to the node's port (`crate::serve`).
+    pub connections: ConnectionMetrics,
 }
 
 impl Default for Metrics {
@@ -197,6 +159,7 @@ impl Metrics {
             Family::default(),
         );
         let security = SecurityMetrics::register(r);
+        let connections = ConnectionMetrics::register(r);
         Metrics {
             registry,
             requests: requests::RequestCounts::new(requests),
@@ -212,24 +175,8 @@ impl Metrics {
             identity_refusals,
             timeseq_events,
             security,
+            connections,
         }
-    }
-
-    /// Counts a failed TLS handshake: `certificate` (a client certificate the CA did not sign),
-    /// `timeout` or `other`.
-    pub fn count_handshake_failure(&self, reason: &'static str) {
-        self.security.tls_handshake_failures.get_or_create(&ReasonLabels { reason }).inc();
-    }
-
-    /// Counts a request refused for its credential (or peer certificate), by route and reason.
-    pub fn count_refusal(&self, route: &str, reason: &'static str) {
-        self.security.auth_refusals.get_or_create(&RefusalLabels { route: intern(route), reason }).inc();
-    }
-
-    /// Counts a reload of `what` (`tls`, `credentials`): `ok`, or `error` (the previous ones stay).
-    pub fn count_reload(&self, what: &'static str, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
-        self.security.reloads.get_or_create(&ReloadLabels { what, result }).inc();
     }
 
     /// Where requests of a route template are counted (a slot taken on first sight).

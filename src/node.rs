@@ -13,7 +13,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -29,9 +28,7 @@ use crate::reload::Reloadable;
 use crate::segments::Segments;
 use crate::snowflakes::Snowflakes;
 use crate::timeseq::Timeseq;
-use crate::tls::PeerInfo;
 use crate::tls::Tls;
-use crate::tls::TlsListener;
 use raft::network::identity::MembershipMark;
 use raft::network::IdentityCheck;
 
@@ -127,6 +124,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
+    let refusals = Arc::new(crate::refusals::RefusalLog::default());
     let app = api::router(
         api::Services {
             cluster: cluster.clone(),
@@ -136,13 +134,16 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
             metrics: metrics.clone(),
             credentials: credentials.clone(),
             mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
+            refusals: refusals.clone(),
         },
         failing_rx,
     );
     let local_addr = listener.local_addr().map_err(|e| RunError(format!("listener has no address: {e}")))?;
     let router = app.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let server = serve(listener, app, tls.clone(), metrics.clone(), stop_rx.clone())?;
+    let observers = (metrics.clone(), refusals.clone());
+    let server = crate::serve::serve(listener, app, tls.clone(), config.connections, observers, stop_rx.clone())
+        .map_err(RunError)?;
     let incarnation = raft::network::identity::hex_id(cluster.identity().local().incarnation);
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
@@ -176,7 +177,10 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
 /// configuration when it has TLS, and that TLS state.
 fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), RunError> {
     let tls = config.tls.clone().map(Tls::load).transpose().map_err(RunError)?;
-    let mut http = reqwest::Client::builder().pool_idle_timeout(Duration::from_secs(30)).tcp_nodelay(true);
+    // Idle connections are dropped before a peer with the same settings would close them (after
+    // its header-read timeout), so a request never goes out on a connection being closed.
+    let pool_idle = (config.connections.header_read_timeout / 2).min(Duration::from_secs(30));
+    let mut http = reqwest::Client::builder().pool_idle_timeout(pool_idle).tcp_nodelay(true);
     if let Some(tls) = &tls {
         http = http.use_preconfigured_tls(tls.client_config().map_err(RunError)?).tls_info(true);
     }
@@ -184,41 +188,12 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
     Ok((http, tls))
 }
 
-/// Serves `app` on `listener` (over TLS when `tls`) until `stop` turns true, then drains.
-fn serve(
-    listener: TcpListener,
-    app: axum::Router,
-    tls: Option<Arc<Tls>>,
-    metrics: Arc<Metrics>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<JoinHandle<std::io::Result<()>>, RunError> {
-    let stopped = async move {
-        let _ = stop.wait_for(|stop| *stop).await;
-    };
-    Ok(match tls {
-        None => {
-            // As the TLS listener does: a response hyper writes in two parts must not wait for
-            // the peer's delayed ACK (Raft RPCs and ID requests are small and latency-bound).
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await })
-        }
-        Some(tls) => {
-            let listener =
-                TlsListener::new(listener, tls, metrics).map_err(|e| RunError(format!("cannot serve TLS: {e}")))?;
-            let app = app.into_make_service_with_connect_info::<PeerInfo>();
-            tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(stopped).await })
-        }
-    })
-}
-
 /// Loads (or creates) this data dir's identity, then opens its store. The identity comes first:
 /// a directory that belongs to another node is refused before its store is touched, and a new
 /// store is bound to its disk from the first entry. Both may wait on the disk (and `open` on
 /// sled's file lock), so they run off the async workers.
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
-    std::fs::create_dir_all(&config.data_dir)
+    storage::private::create_dir(&config.data_dir)
         .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
     let options =
         storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20, local_node: Some(config.node_id) };

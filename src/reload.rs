@@ -2,7 +2,10 @@
 //! (its size or modification time), the TLS files (`Tls::reload`) and the admin and client tokens
 //! (read again from their `-file`s; the peer secret stays what the node started with, since
 //! peers must send the same). A reload that fails keeps what was in use, logs a warning and counts
-//! `leafraft_reloads_total{what,result="error"}`.
+//! `leafraft_reloads_total{what,result="error"}`; for the tokens also
+//! `leafraft_credentials_reload_failures_total{role}`, and `leafraft_credentials_stale` stays 1
+//! until a reload succeeds. A token file that became empty fails like an unreadable one: emptying
+//! a file never opens a role (unless `--admin-open`/`--client-open`, see `config::security`).
 //!
 //! The SIGHUP handler is installed whatever is configured: SIGHUP's default action would end the
 //! process.
@@ -49,17 +52,22 @@ impl Reloadable {
         if self.source.files().is_empty() {
             return;
         }
-        match self.source.read() {
-            Ok(mut credentials) => {
-                credentials.peer = self.credentials.load().peer.clone();
+        match self.source.reread(self.credentials.load().peer.clone()) {
+            Ok(credentials) => {
                 let (admin, clients) = (credentials.admin.is_some(), credentials.clients.len());
                 self.credentials.store(Arc::new(credentials));
                 metrics.count_reload("credentials", true);
+                metrics.set_credentials_stale(false);
                 tracing::info!(trigger, admin, clients, "credentials reloaded");
             }
             Err(error) => {
                 metrics.count_reload("credentials", false);
-                tracing::warn!(trigger, %error, "credentials reload failed; the previous ones stay in use");
+                for role in &error.roles {
+                    metrics.count_credentials_reload_failure(role);
+                }
+                metrics.set_credentials_stale(true);
+                let error = error.message;
+                tracing::warn!(trigger, %error, "credentials reload failed; the last good tokens stay in use");
             }
         }
     }

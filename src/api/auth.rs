@@ -5,8 +5,8 @@
 //! Refusals are 401 `UNAUTHORIZED` (no or unknown credential, no certificate) or 403 `FORBIDDEN`
 //! (another role, another tag, a certificate of another member), in the API's error shape; on
 //! Leaf's paths the same statuses with Leaf's body `Result{id=-4, status=EXCEPTION}`. Each is
-//! counted in `leafraft_auth_refusals{route, reason}`; refusals on `/raft/*` are also logged (never
-//! with the token).
+//! counted in `leafraft_auth_refusals{route, reason}` and logged at a bounded rate
+//! ([`RefusalLog`]: the first of an interval, then a summary), never with the token.
 
 use std::sync::Arc;
 
@@ -22,12 +22,15 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use raft::network::PeerIdentity;
 
+use super::path_tag::PathTag;
+use super::path_tag::TagName;
 use crate::credentials::Credentials;
 use crate::credentials::Refusal;
 use crate::credentials::Role;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
 use crate::tls::PeerInfo;
 
 /// The Leaf code of a refused credential on Leaf's paths (Leaf has none; −1 to −3 and −5 are taken).
@@ -71,26 +74,35 @@ pub struct Checker {
     /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
     pub mutual_tls: bool,
     pub metrics: Arc<Metrics>,
+    /// Where refusals are logged, at a bounded rate.
+    pub refusals: Arc<RefusalLog>,
 }
 
 impl Checker {
-    /// The answer to a request whose credential is refused (counted, and logged between nodes);
-    /// `None` lets the request through.
-    pub fn refusal(&self, request: &Request) -> Option<Response> {
+    /// The answer to a request whose credential is refused (counted, and logged at a bounded
+    /// rate); `None` lets the request through. On an ID route, the tag decoded from the path
+    /// goes into the request's extensions as a [`PathTag`] for the handler: the scope check and
+    /// the handler see the same tag.
+    pub fn refusal(&self, request: &mut Request) -> Option<Response> {
         let route = request.extensions().get::<MatchedPath>()?;
         let need = need(request.method(), route.as_str(), request.uri().path())?;
-        let bearer = request
-            .headers()
-            .get(AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        let mut verdict = self.credentials.load().authorize(need.role, need.tag, bearer);
+        let tag = need.tag.map(|segment| PathTag(TagName::decode(segment)));
+        let bearer = request.headers().get(AUTHORIZATION).and_then(|value| bearer(value.to_str().ok()?));
+        // A tag that is not one is in no token's scope (the handler then answers 400).
+        let tag_name = tag.as_ref().map(|tag| tag.0.as_ref().map_or("", TagName::as_str));
+        let mut verdict = self.credentials.load().authorize(need.role, tag_name, bearer);
         if verdict.is_ok() && need.role == Role::Peer && self.mutual_tls {
             verdict = check_peer_certificate(request);
         }
-        let refusal = verdict.err()?;
-        self.metrics.count_refusal(route.as_str(), refusal.reason());
-        if need.role == Role::Peer {
+        let Some(refusal) = verdict.err() else {
+            if let Some(tag) = tag {
+                request.extensions_mut().insert(tag);
+            }
+            return None;
+        };
+        let route = crate::metrics::intern(route.as_str());
+        self.metrics.count_refusal(route, refusal.reason());
+        if self.refusals.note(route, refusal.reason()) {
             let remote = request.extensions().get::<ConnectInfo<PeerInfo>>().map(|info| info.0.remote);
             let claimed = PeerIdentity::from_headers(request.headers()).ok().flatten().map(|peer| peer.node_id);
             tracing::warn!(
@@ -98,11 +110,19 @@ impl Checker {
                 remote = ?remote,
                 claimed_node = ?claimed,
                 reason = refusal.reason(),
-                "refused a request between nodes"
+                "refused a request (further refusals are summed up once per interval)"
             );
         }
         Some(refused(refusal, need.leaf))
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value; the scheme's case does not matter
+/// (RFC 7235 §2.1).
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 /// With `--peer-ca`: the connection's client certificate (already verified against the CA by the
@@ -161,6 +181,16 @@ mod tests {
         assert_eq!(need(&get, "/v1/snowflake", "/v1/snowflake"), some(Role::Client, None, false));
         for open in ["/v1/tags", "/v1/cluster", "/metrics", "/healthz", "/v1/snowflake/decode/{id}", "/v1/clock"] {
             assert_eq!(need(&get, open, open), None, "{open}");
+        }
+    }
+
+    #[test]
+    fn regression_the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR  t0k"] {
+            assert_eq!(bearer(value), Some("t0k"), "{value}");
+        }
+        for value in ["Basic t0k", "Bearer", "Bearer ", "Bearert0k", "t0k"] {
+            assert_eq!(bearer(value), None, "{value}");
         }
     }
 

@@ -24,7 +24,6 @@ use crate::error::Error;
     description = "A consistent copy of the tags and the snowflake registry at a known applied log index, read through \
                    the leader, versioned and checksummed (layout: `src/backup.rs`). Restore it with \
                    `leafraft recover --from FILE` (docs/operations.md).",
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "The backup file", content_type = "application/vnd.leafraft.backup",
             body = crate::api::openapi::BackupFile),

@@ -55,7 +55,6 @@ pub async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
     tag = "cluster",
     summary = "Add a learner",
     request_body = AddLearner,
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "Added and caught up; the cluster status after", body = ClusterStatus),
         (status = 400, description = "`INVALID_ARGUMENT`: addr is not HOST:PORT, or a bad body", body = crate::error::ErrorBody),
@@ -88,7 +87,6 @@ pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<
     tag = "cluster",
     summary = "Promote a learner",
     request_body = PromoteVoter,
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "Promoted; the cluster status after", body = ClusterStatus),
         (status = 400, description = "`INVALID_ARGUMENT`: bad body", body = crate::error::ErrorBody),
@@ -112,7 +110,6 @@ pub async fn promote_voter(State(state): State<AppState>, bytes: Bytes) -> Resul
     tag = "cluster",
     summary = "Remove a member",
     params(("id" = u64, Path, description = "The node ID")),
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "Removed; the cluster status after", body = ClusterStatus),
         (status = 400, description = "`INVALID_ARGUMENT`: bad node ID", body = crate::error::ErrorBody),

@@ -73,10 +73,10 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Self::Future {
+    fn call(&mut self, mut request: Request) -> Self::Future {
         let keeper = self.keeper.clone();
         let route = request.extensions().get::<MatchedPath>().map(|path| keeper.auth.metrics.route_key(path.as_str()));
-        let running = match keeper.auth.refusal(&request) {
+        let running = match keeper.auth.refusal(&mut request) {
             None => Running::Handler { future: self.inner.call(request) },
             Some(refusal) => Running::Refused { response: Some(refusal) },
         };

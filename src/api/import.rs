@@ -54,7 +54,6 @@ pub struct Imported {
     tag = "tags",
     summary = "Import tags (a batch)",
     request_body = ImportTags,
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "Applied: how many tags were created and how many changed", body = Imported),
         (status = 400, description = "`INVALID_ARGUMENT`: no tag, more than 1000, a batch over 48 KiB, a bad row \

@@ -12,6 +12,7 @@ mod health;
 mod import;
 mod namespaces;
 pub mod openapi;
+mod path_tag;
 mod peer;
 mod segments;
 mod snowflakes;
@@ -72,6 +73,8 @@ pub struct Services {
     pub credentials: Arc<arc_swap::ArcSwap<crate::credentials::Credentials>>,
     /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
     pub mutual_tls: bool,
+    /// Where refused requests are logged, at a bounded rate.
+    pub refusals: Arc<crate::refusals::RefusalLog>,
 }
 
 /// The node's routes. `failing` turns true when the node's storage fails (see
@@ -82,6 +85,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
             credentials: services.credentials.clone(),
             mutual_tls: services.mutual_tls,
             metrics: services.metrics.clone(),
+            refusals: services.refusals.clone(),
         },
         failing,
     });

@@ -128,7 +128,6 @@ fn view(name: &str, record: &NamespaceRecord, ranges: Option<NamespaceState>) ->
     tag = "timeseq",
     summary = "Create a time-sequence namespace",
     request_body = CreateNamespace,
-    security((), ("secret" = [])),
     responses(
         (status = 201, description = "Created", body = NamespaceView),
         (status = 400, description = "`INVALID_ARGUMENT`: bad name, epoch, zone or widths (they must leave 31 to 40 \

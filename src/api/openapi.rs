@@ -145,10 +145,14 @@ Every node answers every route; writes are forwarded to the leader. IDs are deci
 Leaf's paths (`/api/segment/get/{tag}`, `/api/snowflake/get/{key}`) answer errors exactly as Leaf: HTTP 500 \
 with the `text/plain` body `Result{id=-N, status=EXCEPTION}`.
 
-**Credentials.** With `--admin-token` (or `--secret`), every write (POST, PATCH, DELETE) and `GET /v1/backup` \
-need `Authorization: Bearer <admin token>`; with `--client-token`s, the ID endpoints need a client token (scoped \
-to its tags) or the admin token, else 401 `UNAUTHORIZED` (Leaf's paths: HTTP 401/403 with \
-`Result{id=-4, status=EXCEPTION}`); other reads stay open.
+**Credentials.** Each operation's `security` names the role it needs: `admin` (every write, POST, PATCH, \
+DELETE, and `GET /v1/backup`: `Authorization: Bearer <admin token>`) or `client` (the ID endpoints: a client \
+token, scoped to its tags, or the admin token); a missing or unknown token is 401 `UNAUTHORIZED`, a token of \
+another role or tag 403 `FORBIDDEN` (Leaf's paths: HTTP 401/403 with `Result{id=-4, status=EXCEPTION}`). \
+Operations without `security` are open. A role for which the node was given no credential is open: the admin \
+role only on a loopback listener or with `--insecure`, the client role whenever no client token is configured; \
+once configured, a role stays guarded (an emptied token file keeps the last good tokens). The scheme name \
+`Bearer` is matched in any case.
 
 **Not described here:** `/raft/*`, the Raft RPCs and forwarded writes between nodes (bincode bodies, \
 never for clients).";
@@ -203,7 +207,9 @@ never for clients).";
 )]
 pub struct ApiDoc;
 
-/// Adds the `secret` bearer scheme the write operations name.
+/// Adds the `admin` and `client` bearer schemes and, to every operation, the role it needs as
+/// `api::auth::need` (the function the request gate asks) says: the document cannot drift from
+/// what is enforced.
 struct SecretScheme;
 
 impl utoipa::Modify for SecretScheme {
@@ -212,11 +218,65 @@ impl utoipa::Modify for SecretScheme {
         use utoipa::openapi::security::HttpBuilder;
         use utoipa::openapi::security::SecurityScheme;
         let components = openapi.components.get_or_insert_with(Default::default);
-        let scheme = HttpBuilder::new()
-            .scheme(HttpAuthScheme::Bearer)
-            .description(Some("The cluster secret (`--secret`); needed by writes only when the node has one"))
-            .build();
-        components.add_security_scheme("secret", SecurityScheme::Http(scheme));
+        let schemes = [
+            ("admin", "The admin token (`--admin-token`, or `--secret`): writes and backups; it also takes IDs"),
+            ("client", "A client token (`--client-token NAME:TOKEN[:tags]`): IDs, of its tags only when it names some"),
+        ];
+        for (name, description) in schemes {
+            let scheme = HttpBuilder::new().scheme(HttpAuthScheme::Bearer).description(Some(description)).build();
+            components.add_security_scheme(name, SecurityScheme::Http(scheme));
+        }
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                (axum::http::Method::GET, &mut item.get),
+                (axum::http::Method::POST, &mut item.post),
+                (axum::http::Method::PUT, &mut item.put),
+                (axum::http::Method::PATCH, &mut item.patch),
+                (axum::http::Method::DELETE, &mut item.delete),
+            ];
+            for (method, operation) in operations {
+                if let Some(operation) = operation {
+                    operation.security = roles(&method, path);
+                    if let Some(need) = api::auth::need(&method, path, path) {
+                        add_refusals(operation, need.leaf);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The 401 and 403 answers of an operation that needs a role (Leaf's text body on Leaf's paths).
+fn add_refusals(operation: &mut utoipa::openapi::path::Operation, leaf: bool) {
+    use utoipa::openapi::ContentBuilder;
+    use utoipa::openapi::Ref;
+    use utoipa::openapi::ResponseBuilder;
+    let answers = [
+        ("401", "`UNAUTHORIZED`: no token, or one this node does not know"),
+        ("403", "`FORBIDDEN`: a token of another role, or a client token for other tags"),
+    ];
+    for (status, description) in answers {
+        let content = if leaf {
+            let example = format!("Result{{id={}, status=EXCEPTION}}", api::auth::LEAF_REFUSED);
+            ("text/plain", ContentBuilder::new().example(Some(example.into())).build())
+        } else {
+            ("application/json", ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build())
+        };
+        let response = ResponseBuilder::new().description(description).content(content.0, content.1).build();
+        operation.responses.responses.entry(status.to_string()).or_insert(response.into());
+    }
+}
+
+/// The security requirements of `method` on the route `path`: the role's scheme (for IDs, the
+/// client scheme or the admin one), `None` when open.
+fn roles(method: &axum::http::Method, path: &str) -> Option<Vec<utoipa::openapi::security::SecurityRequirement>> {
+    use crate::credentials::Role;
+    use utoipa::openapi::security::SecurityRequirement;
+    let scheme = |name: &str| SecurityRequirement::new(name, Vec::<String>::new());
+    match api::auth::need(method, path, path)?.role {
+        Role::Admin => Some(vec![scheme("admin")]),
+        Role::Client => Some(vec![scheme("client"), scheme("admin")]),
+        Role::Peer => None,
     }
 }
 

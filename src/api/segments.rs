@@ -3,9 +3,7 @@
 //! Bodies of the batch answers are written by hand with `itoa`: a `count=1000` answer is
 //! mostly decimal strings, and tag names need no JSON escaping (`[A-Za-z0-9_.:-]`).
 
-use axum::extract::rejection::PathRejection;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::Path;
 use axum::extract::Query;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
@@ -15,6 +13,8 @@ use axum::response::Response;
 use serde::Deserialize;
 
 use crate::api::body;
+use crate::api::path_tag::PathTag;
+use crate::api::path_tag::TagName;
 use crate::api::AppState;
 use crate::engine::IdRange;
 use crate::error::Error;
@@ -74,11 +74,11 @@ pub fn leaf_error(id: i32) -> Response {
             exhausted", content_type = "text/plain", body = String, example = "Result{id=-2, status=EXCEPTION}"),
     )
 )]
-pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, PathRejection>) -> Response {
-    let Ok(Path(tag)) = tag else {
-        return leaf_error(-2);
+pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
+    let Ok(tag) = tag.0 else {
+        return leaf_error(leaf_segment_code(ErrorCode::InvalidArgument));
     };
-    match state.segments.next_id(&tag).await {
+    match state.segments.next_id(tag.as_str()).await {
         Ok(id) => {
             let mut buffer = itoa::Buffer::new();
             ([(CONTENT_TYPE, "text/plain; charset=utf-8")], buffer.format(id).to_string()).into_response()
@@ -87,11 +87,8 @@ pub async fn leaf_get(State(state): State<AppState>, tag: Result<Path<String>, P
     }
 }
 
-fn tag_and_count(
-    tag: Result<Path<String>, PathRejection>,
-    params: Result<Query<CountParams>, QueryRejection>,
-) -> Result<(String, u64), Error> {
-    Ok((body::path(tag)?, body::query(params)?.count.unwrap_or(1)))
+fn tag_and_count(tag: PathTag, params: Result<Query<CountParams>, QueryRejection>) -> Result<(TagName, u64), Error> {
+    Ok((tag.valid()?, body::query(params)?.count.unwrap_or(1)))
 }
 
 fn json(body: String) -> Response {
@@ -123,15 +120,16 @@ fn json(body: String) -> Response {
 )]
 pub async fn ids(
     State(state): State<AppState>,
-    tag: Result<Path<String>, PathRejection>,
+    tag: PathTag,
     params: Result<Query<CountParams>, QueryRejection>,
 ) -> Result<Response, Error> {
     let (tag, count) = tag_and_count(tag, params)?;
-    let ranges = state.segments.next_ids(&tag, count).await?;
+    let tag = tag.as_str();
+    let ranges = state.segments.next_ids(tag, count).await?;
     let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
     let mut out = String::with_capacity(32 + tag.len() + usize::try_from(n_ids).unwrap_or(0) * 22);
     out.push_str("{\"tag\":\"");
-    out.push_str(&tag);
+    out.push_str(tag);
     out.push_str("\",");
     push_id_list(&mut out, ranges.iter().flat_map(|range| range.start..range.end));
     out.push('}');
@@ -161,15 +159,16 @@ pub async fn ids(
 )]
 pub async fn ranges(
     State(state): State<AppState>,
-    tag: Result<Path<String>, PathRejection>,
+    tag: PathTag,
     params: Result<Query<CountParams>, QueryRejection>,
 ) -> Result<Response, Error> {
     let (tag, count) = tag_and_count(tag, params)?;
-    let ranges = state.segments.next_ranges(&tag, count).await?;
+    let tag = tag.as_str();
+    let ranges = state.segments.next_ranges(tag, count).await?;
     let mut out = String::with_capacity(32 + tag.len() + ranges.len() * 48);
     let mut buffer = itoa::Buffer::new();
     out.push_str("{\"tag\":\"");
-    out.push_str(&tag);
+    out.push_str(tag);
     out.push_str("\",\"ranges\":[");
     for (i, range) in ranges.iter().enumerate() {
         if i > 0 {

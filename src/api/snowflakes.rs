@@ -221,7 +221,6 @@ pub async fn workers(State(state): State<AppState>) -> Json<WorkersView> {
     tag = "snowflake",
     summary = "Release a worker",
     params(("id" = u32, Path, description = "The worker ID")),
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "Released; the registry after the release", body = WorkersView),
         (status = 400, description = "`INVALID_ARGUMENT`: bad worker ID", body = crate::error::ErrorBody),

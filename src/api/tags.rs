@@ -290,7 +290,6 @@ pub async fn get(
     tag = "tags",
     summary = "Create a tag",
     request_body = CreateTag,
-    security((), ("secret" = [])),
     responses(
         (status = 201, description = "Created", body = TagView),
         (status = 400, description = "`INVALID_ARGUMENT`: bad name, step (1 to 10,000,000), max_id (1 to 2^63 − 1), \
@@ -328,7 +327,6 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
     summary = "Update a tag",
     params(("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$")),
     request_body = UpdateTag,
-    security((), ("secret" = [])),
     responses(
         (status = 200, description = "The tag after the change", body = TagView),
         (status = 400, description = "`INVALID_ARGUMENT`", body = crate::error::ErrorBody),

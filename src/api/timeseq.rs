@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::namespaces;
+use crate::api::path_tag::PathTag;
 use crate::api::rfc3339;
 use crate::api::segments::leaf_error;
 use crate::api::AppState;
@@ -111,10 +112,10 @@ async fn next(state: &AppState, namespace: &str, params: &IdParams, count: u64) 
 )]
 pub async fn ids(
     State(state): State<AppState>,
-    namespace: Result<Path<String>, PathRejection>,
+    namespace: PathTag,
     params: Result<Query<IdParams>, QueryRejection>,
 ) -> Result<Response, Error> {
-    let namespace = body::path(namespace)?;
+    let namespace = namespace.valid()?.as_str().to_string();
     let params = body::query(params)?;
     if params.shard.is_none() && params.count.is_none() && params.format.is_none() && params.prefix.is_none() {
         return Ok(Json(namespaces::get(&state, &namespace)?).into_response());
@@ -155,13 +156,13 @@ fn leaf_timeseq_code(code: ErrorCode) -> i32 {
 )]
 pub async fn leaf_get(
     State(state): State<AppState>,
-    namespace: Result<Path<String>, PathRejection>,
+    namespace: PathTag,
     params: Result<Query<IdParams>, QueryRejection>,
 ) -> Response {
-    let (Ok(Path(namespace)), Ok(Query(params))) = (namespace, params) else {
+    let (Ok(namespace), Ok(Query(params))) = (namespace.0, params) else {
         return leaf_error(-2);
     };
-    match next_one(&state, &namespace, &params).await {
+    match next_one(&state, namespace.as_str(), &params).await {
         Ok(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id).into_response(),
         Err(e) => leaf_error(leaf_timeseq_code(e.code)),
     }

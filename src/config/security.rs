@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::Settings;
 use crate::credentials::ClientToken;
@@ -47,8 +48,13 @@ impl From<String> for SecretText {
 }
 
 /// Where the credentials come from: a value given as a flag, variable or in the TOML file, or
-/// a file to read (again on a reload: `CredentialSource::read`). Values are `Secret`s, so this
+/// a file to read (again on a reload: `CredentialSource::reread`). Values are `Secret`s, so this
 /// formats without them.
+///
+/// A role is configured once a flag, variable or file names a credential for it, and then it
+/// stays guarded: a value or file with no token in it (empty, only whitespace or comments) is an
+/// error, at start and on a reload alike, unless `--admin-open`/`--client-open` say that an empty
+/// file opens that role.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CredentialSource {
     secret: Source,
@@ -56,6 +62,8 @@ pub struct CredentialSource {
     admin: Source,
     clients: Vec<String>,
     client_file: Option<PathBuf>,
+    admin_open: bool,
+    client_open: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +72,15 @@ enum Source {
     None,
     Value(Secret),
     File(PathBuf),
+}
+
+/// Why the credentials could not be read: one line naming each flag or file at fault (never a
+/// token), and the roles they are for (`peer`, `admin`, `client`: the label of
+/// `leafraft_credentials_reload_failures_total`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialError {
+    pub roles: Vec<&'static str>,
+    pub message: String,
 }
 
 impl CredentialSource {
@@ -80,12 +97,20 @@ impl CredentialSource {
             admin: one(&layers.admin_token, &layers.admin_token_file, "admin-token")?,
             clients: layers.client_token.iter().flatten().map(|token| token.0.clone()).collect(),
             client_file: layers.client_token_file.clone(),
+            admin_open: layers.admin_open.unwrap_or(false),
+            client_open: layers.client_open.unwrap_or(false),
         })
     }
 
-    /// The files a reload reads again.
+    /// Whether `--admin-open` or `--client-open` was given.
+    pub fn may_open(&self) -> bool {
+        self.admin_open || self.client_open
+    }
+
+    /// The files a reload reads again (the peer secret's is not: it stays what the node started
+    /// with).
     pub fn files(&self) -> Vec<PathBuf> {
-        let named = [&self.secret, &self.peer, &self.admin].into_iter().filter_map(|source| match source {
+        let named = [&self.secret, &self.admin].into_iter().filter_map(|source| match source {
             Source::File(path) => Some(path.clone()),
             _ => None,
         });
@@ -94,24 +119,71 @@ impl CredentialSource {
 
     /// The credentials as the values and files say now: `--secret` (peer and admin) under the
     /// role flags.
-    pub fn read(&self) -> Result<Credentials, String> {
-        let one = |source: &Source, flag: &str| -> Result<Option<Secret>, String> {
-            let secret = match source {
-                Source::None => return Ok(None),
-                Source::Value(secret) => secret.clone(),
-                Source::File(path) => Secret::new(&read_secret_file(path, flag)?),
-            };
-            Ok((!secret.expose().is_empty()).then_some(secret))
+    pub fn read(&self) -> Result<Credentials, CredentialError> {
+        let mut errors = Errors::default();
+        let secret = errors.take(self.one(&self.secret, "secret", self.admin_open), "admin");
+        let peer = errors
+            .take(self.one(&self.peer, "peer-secret", false), "peer")
+            .flatten()
+            .or_else(|| secret.clone().flatten());
+        let credentials = self.admin_and_clients(secret, peer, &mut errors);
+        errors.or(credentials)
+    }
+
+    /// The admin and client tokens read again, with `peer` (the peer secret stays).
+    pub fn reread(&self, peer: Option<Secret>) -> Result<Credentials, CredentialError> {
+        let mut errors = Errors::default();
+        let secret = errors.take(self.one(&self.secret, "secret", self.admin_open), "admin");
+        let credentials = self.admin_and_clients(secret, peer, &mut errors);
+        errors.or(credentials)
+    }
+
+    /// `secret` is `--secret`'s value: `None` when it could not be read, `Some(None)` when not
+    /// given (or opened).
+    fn admin_and_clients(
+        &self,
+        secret: Option<Option<Secret>>,
+        peer: Option<Secret>,
+        errors: &mut Errors,
+    ) -> Credentials {
+        let admin = errors.take(self.one(&self.admin, "admin-token", self.admin_open), "admin").flatten();
+        let admin = admin.or_else(|| secret.flatten());
+        let clients = errors.take(self.clients(), "client").unwrap_or_default();
+        Credentials { peer, admin, clients }
+    }
+
+    /// One credential: `None` when not given, or given as an empty file and `open`.
+    fn one(&self, source: &Source, flag: &str, open: bool) -> Result<Option<Secret>, String> {
+        let secret = match source {
+            Source::None => return Ok(None),
+            Source::Value(secret) if secret.expose().is_empty() => return Err(format!("--{flag} is empty")),
+            Source::Value(secret) => secret.clone(),
+            Source::File(path) => {
+                let text = read_secret_file(path, flag)?;
+                if text.is_empty() && open {
+                    return Ok(None);
+                }
+                if text.is_empty() {
+                    return Err(format!("--{flag}-file {} has no token", path.display()));
+                }
+                Secret::new(&text)
+            }
         };
-        let secret = one(&self.secret, "secret")?;
-        let peer = one(&self.peer, "peer-secret")?.or_else(|| secret.clone());
-        let admin = one(&self.admin, "admin-token")?.or(secret);
+        Ok(Some(secret))
+    }
+
+    /// The client tokens of the flags and the file, each line checked as at start.
+    fn clients(&self) -> Result<Vec<ClientToken>, String> {
         let mut lines = self.clients.clone();
         if let Some(path) = &self.client_file {
             let text = read_secret_file(path, "client-token")?;
+            let before = lines.len();
             lines.extend(
                 text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string),
             );
+            if lines.len() == before && !self.client_open {
+                return Err(format!("--client-token-file {} has no token", path.display()));
+            }
         }
         let mut clients: Vec<ClientToken> = Vec::new();
         for line in &lines {
@@ -121,7 +193,27 @@ impl CredentialSource {
             }
             clients.push(token);
         }
-        Ok(Credentials { peer, admin, clients })
+        Ok(clients)
+    }
+}
+
+/// The errors of one read, gathered so that each role at fault is named and counted.
+#[derive(Default)]
+struct Errors(Vec<(&'static str, String)>);
+
+impl Errors {
+    fn take<T>(&mut self, result: Result<T, String>, role: &'static str) -> Option<T> {
+        result.map_err(|message| self.0.push((role, message))).ok()
+    }
+
+    fn or(self, credentials: Credentials) -> Result<Credentials, CredentialError> {
+        if self.0.is_empty() {
+            return Ok(credentials);
+        }
+        let mut roles: Vec<&'static str> = self.0.iter().map(|(role, _)| *role).collect();
+        roles.dedup();
+        let message = self.0.into_iter().map(|(_, message)| message).collect::<Vec<_>>().join("; ");
+        Err(CredentialError { roles, message })
     }
 }
 
@@ -129,6 +221,41 @@ fn read_secret_file(path: &Path, flag: &str) -> Result<String, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("cannot read --{flag}-file {}: {e}", path.display()))?;
     Ok(text.trim().to_string())
+}
+
+/// The timeouts and the cap every connection to the node's port is held to (`crate::serve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// From when the node starts waiting for a request's headers (on a new connection, or on a
+    /// kept-alive one after an answer) until they are complete; also the TLS handshake's limit.
+    pub header_read_timeout: Duration,
+    /// No byte moved either way for this long closes the connection.
+    pub idle_timeout: Duration,
+    /// Connections held at once, handshakes included.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: 10_000,
+        }
+    }
+}
+
+pub(super) fn resolve_connections(layers: &Settings) -> Result<ConnectionLimits, String> {
+    let default = ConnectionLimits::default();
+    let limits = ConnectionLimits {
+        header_read_timeout: layers.header_read_timeout_ms.map_or(default.header_read_timeout, Duration::from_millis),
+        idle_timeout: layers.idle_timeout_ms.map_or(default.idle_timeout, Duration::from_millis),
+        max_connections: layers.max_connections.unwrap_or(default.max_connections),
+    };
+    if limits.header_read_timeout.is_zero() || limits.idle_timeout.is_zero() || limits.max_connections == 0 {
+        return Err("--header-read-timeout-ms, --idle-timeout-ms and --max-connections must be above 0".into());
+    }
+    Ok(limits)
 }
 
 pub(super) fn resolve_tls(layers: &Settings) -> Result<Option<TlsFiles>, String> {

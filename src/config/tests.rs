@@ -179,3 +179,53 @@ fn idle_buffers_drop_after_ten_minutes_and_a_hundred_tags_have_series_unless_set
     let config = Config::resolve(file).unwrap();
     assert_eq!((config.segments.idle, config.metrics_tag_series), (Some(Duration::from_millis(1500)), 7));
 }
+
+#[test]
+fn an_empty_token_file_is_refused_unless_its_role_may_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, " \n\t\n").unwrap();
+    let comments = dir.path().join("comments");
+    std::fs::write(&comments, "# nobody yet\n").unwrap();
+    let err = Config::resolve(layers(|l| l.admin_token_file = Some(empty.clone()))).unwrap_err();
+    assert!(err.contains(&empty.display().to_string()) && !err.contains('\n'), "{err}");
+    assert!(Config::resolve(layers(|l| l.client_token_file = Some(comments.clone()))).is_err());
+    assert!(Config::resolve(layers(|l| l.admin_token = Some("  ".into()))).is_err());
+    let open = Config::resolve(layers(|l| {
+        l.admin_token_file = Some(empty.clone());
+        l.client_token_file = Some(comments.clone());
+        l.admin_open = Some(true);
+        l.client_open = Some(true);
+    }))
+    .unwrap();
+    assert!(open.credentials.is_empty());
+    let err = Config::resolve(layers(|l| {
+        l.listen = Some("0.0.0.0:8080".into());
+        l.advertise = Some("10.0.0.1:8080".into());
+        l.secret = Some("s".into());
+        l.tls_cert = Some("c.pem".into());
+        l.tls_key = Some("k.pem".into());
+        l.admin_open = Some(true);
+    }))
+    .unwrap_err();
+    assert!(err.contains("--admin-open"), "{err}");
+    // A reload reads the same way, keeping the peer secret it is given.
+    let source = CredentialSource::of(&layers(|l| l.admin_token_file = Some(empty.clone()))).unwrap();
+    let failed = source.reread(None).unwrap_err();
+    assert_eq!(failed.roles, ["admin"]);
+}
+
+#[test]
+fn connections_have_timeouts_and_a_cap_unless_set() {
+    let config = Config::resolve(Settings::default()).unwrap();
+    assert_eq!(config.connections, ConnectionLimits::default());
+    assert_eq!(config.connections.header_read_timeout, Duration::from_secs(10));
+    let config = Config::resolve(layers(|l| {
+        l.header_read_timeout_ms = Some(2000);
+        l.idle_timeout_ms = Some(4000);
+        l.max_connections = Some(5);
+    }))
+    .unwrap();
+    assert_eq!(config.connections.idle_timeout, Duration::from_secs(4));
+    assert!(Config::resolve(layers(|l| l.max_connections = Some(0))).is_err());
+}

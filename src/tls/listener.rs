@@ -1,8 +1,11 @@
 //! [`TlsListener`]: an `axum::serve::Listener` that hands axum finished TLS connections, each with
 //! the peer's certificate ([`PeerInfo`], the connection's `ConnectInfo`).
 //!
-//! Handshakes run in their own tasks, so a slow or silent client holds up no other (each has
-//! [`HANDSHAKE_TIMEOUT`]); the accepting task ends when axum drops the listener at shutdown.
+//! Each connection takes its place under `--max-connections` before it is accepted and runs under
+//! the idle timeout from its first byte ([`crate::connections`]). Handshakes run in their own
+//! tasks, so a slow or silent client holds up no other (each has the header-read timeout); the
+//! accepting task ends when the server drops the listener at shutdown. A client certificate the
+//! CA did not sign is logged at a bounded rate ([`RefusalLog`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,13 +21,14 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use super::Tls;
+use crate::connections;
+use crate::connections::Admission;
+use crate::connections::Guarded;
 use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
 
-/// How long a client may take to complete the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long accepting pauses after an error (say, out of file descriptors), so it never spins.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// A TLS connection to the node's port.
+pub type TlsConnection = TlsStream<Guarded<TcpStream>>;
 
 /// Who is at the other end of a TLS connection: its address, and the first certificate of the
 /// chain it presented (verified against `--peer-ca`), if any.
@@ -42,37 +46,35 @@ impl Connected<IncomingStream<'_, TlsListener>> for PeerInfo {
 
 /// Completed TLS connections, accepted and shaken hands with in the background.
 pub struct TlsListener {
-    connections: mpsc::Receiver<(TlsStream<TcpStream>, PeerInfo)>,
+    connections: mpsc::Receiver<(TlsConnection, PeerInfo)>,
     local: SocketAddr,
 }
 
 impl TlsListener {
     /// Starts accepting on `listener`; each connection uses the configuration current when it
-    /// arrives.
-    pub fn new(listener: TcpListener, tls: Arc<Tls>, metrics: Arc<Metrics>) -> std::io::Result<TlsListener> {
+    /// arrives and has `handshake_timeout` to finish its handshake.
+    pub fn new(
+        listener: TcpListener,
+        tls: Arc<Tls>,
+        admission: Admission,
+        handshake_timeout: Duration,
+        refusals: Arc<RefusalLog>,
+    ) -> std::io::Result<TlsListener> {
         let local = listener.local_addr()?;
         let (tx, connections) = mpsc::channel(64);
         tokio::spawn(async move {
             loop {
-                let accepted = tokio::select! {
-                    accepted = listener.accept() => accepted,
+                let (tcp, remote) = tokio::select! {
+                    accepted = connections::accept(&listener, &admission) => accepted,
                     () = tx.closed() => return,
                 };
-                let (tcp, remote) = match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!(%error, "cannot accept a connection");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                        continue;
-                    }
-                };
-                let _ = tcp.set_nodelay(true);
                 let acceptor = TlsAcceptor::from(tls.server_config());
-                let (tx, metrics) = (tx.clone(), metrics.clone());
+                let (tx, refusals) = (tx.clone(), refusals.clone());
                 tokio::spawn(async move {
-                    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                    let metrics = tcp.metrics().clone();
+                    let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(tcp)).await {
                         Ok(Ok(stream)) => stream,
-                        Ok(Err(error)) => return handshake_failed(&metrics, remote, &error),
+                        Ok(Err(error)) => return handshake_failed(&metrics, &refusals, remote, &error),
                         Err(_) => {
                             metrics.count_handshake_failure("timeout");
                             tracing::debug!(%remote, "TLS handshake timed out");
@@ -94,12 +96,14 @@ impl TlsListener {
 }
 
 /// Counts a failed handshake; one whose client presented a certificate the CA did not sign (a
-/// would-be peer) is also logged as a warning.
-fn handshake_failed(metrics: &Metrics, remote: SocketAddr, error: &std::io::Error) {
+/// would-be peer) is also logged, at a bounded rate.
+fn handshake_failed(metrics: &Metrics, refusals: &RefusalLog, remote: SocketAddr, error: &std::io::Error) {
     let rustls_error = error.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>());
     if let Some(rustls::Error::InvalidCertificate(reason)) = rustls_error {
         metrics.count_handshake_failure("certificate");
-        tracing::warn!(%remote, reason = ?reason, "refused a TLS client certificate");
+        if refusals.note("tls handshake", "certificate") {
+            tracing::warn!(%remote, reason = ?reason, "refused a TLS client certificate (further refusals are summed up once per interval)");
+        }
     } else {
         metrics.count_handshake_failure("other");
         tracing::debug!(%remote, %error, "TLS handshake failed");
@@ -107,7 +111,7 @@ fn handshake_failed(metrics: &Metrics, remote: SocketAddr, error: &std::io::Erro
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsConnection;
     type Addr = PeerInfo;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

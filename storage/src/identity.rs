@@ -120,12 +120,13 @@ fn write_durably(dir: &Path, bytes: &[u8]) -> io::Result<()> {
     replace_durably(dir, IDENTITY_FILE, TEMP_FILE, bytes)
 }
 
-/// Writes `bytes` as `dir/name` through the temporary `dir/temp`: synced, renamed, the directory
-/// synced, so a crash leaves either the old file or the whole new one.
+/// Writes `bytes` as `dir/name` through the temporary `dir/temp` (private: 0700 directory, 0600
+/// file): synced, renamed, the directory synced, so a crash leaves either the old file or the
+/// whole new one.
 pub(crate) fn replace_durably(dir: &Path, name: &str, temp: &str, bytes: &[u8]) -> io::Result<()> {
-    fs::create_dir_all(dir)?;
+    crate::private::create_dir(dir)?;
     let temp = dir.join(temp);
-    let mut file = File::create(&temp)?;
+    let mut file = crate::private::create_file(&temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     fs::rename(&temp, dir.join(name))?;

@@ -24,6 +24,7 @@ mod error;
 pub mod identity;
 mod keys;
 mod log_store;
+pub mod private;
 mod state_machine_store;
 pub mod vote_hold;
 
@@ -70,6 +71,7 @@ pub struct Store {
 pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
     let engine = Arc::new(Engine::open(dir, options).map_err(|e| OpenError::from_engine(dir.into(), e))?);
     let created = check_format(dir, &engine)?;
+    private::restrict(dir).map_err(|source| OpenError::Io { dir: dir.into(), source })?;
     let log = LogStore::open(Arc::clone(&engine), options.local_node)
         .map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
     let state_machine =
@@ -116,7 +118,7 @@ fn check_format(dir: &Path, engine: &Engine) -> Result<bool, OpenError> {
 }
 
 fn create_marker(marker: &Path) -> io::Result<()> {
-    let mut file = std::fs::File::create(marker)?;
+    let mut file = private::create_file(marker)?;
     io::Write::write_all(&mut file, b"leafraft store; sled 0.34 keeps the data in ./db\n")?;
     file.sync_all()?;
     // The marker's directory entry must be durable too.

@@ -9,6 +9,7 @@ mod snowflake_ids;
 mod stand_in;
 
 mod client_library;
+mod connections;
 mod credentials;
 mod fail_stop;
 mod failover;
@@ -21,6 +22,7 @@ mod monotonic;
 mod no_quorum;
 mod rebuild;
 mod recover;
+pub mod regression_credentials;
 mod regression_deposed_holder_clock_back;
 mod regression_paused_leader_stall;
 mod regression_restarted_follower_ready_too_early;

@@ -101,18 +101,18 @@ fn every_operation_has_a_success_answer_and_errors_use_the_error_body() {
             for (status, response) in responses {
                 let json_error = response.pointer("/content/application~1json/schema/$ref");
                 if status.starts_with('4') || status.starts_with('5') {
-                    let leaf = path.starts_with("/api/") && status == "500";
+                    let leaf = path.starts_with("/api/") && ["500", "401", "403"].contains(&status.as_str());
                     assert!(
                         leaf || json_error == Some(&Value::from("#/components/schemas/ErrorBody")),
                         "{method} {path} {status}: error answers are ErrorBody: {response}"
                     );
                 }
             }
-            let writes = ["post", "patch", "delete"].contains(&method.as_str());
-            let secret = writes || path == "/v1/backup";
-            let has_401 = responses.contains_key("401");
-            assert_eq!(secret, has_401, "{method} {path}: writes and the backup (and only they) may answer 401");
-            assert_eq!(secret, op.get("security").is_some(), "{method} {path}: writes and the backup name the secret");
+            let http_method: axum::http::Method = method.to_uppercase().parse().expect("a method");
+            let guarded = crate::api::auth::need(&http_method, path, path).is_some();
+            let has_401 = responses.contains_key("401") && responses.contains_key("403");
+            assert_eq!(guarded, has_401, "{method} {path}: routes that need a role (and only they) answer 401 and 403");
+            assert_eq!(guarded, op.get("security").is_some(), "{method} {path}: routes that need a role name it");
         }
     }
 }
@@ -167,4 +167,34 @@ fn max_id_is_documented_as_number_or_string() {
     let max_id = doc.pointer("/components/schemas/MaxId/oneOf").expect("MaxId is one of two");
     let types: Vec<&Value> = max_id.as_array().unwrap().iter().map(|s| &s["type"]).collect();
     assert_eq!(types, [&Value::from("integer"), &Value::from("string")], "{max_id}");
+}
+
+/// Every operation names the role the request gate asks of it, and none where a credential is
+/// needed offers the empty alternative `{}` (which read as "authentication is optional").
+#[test]
+fn regression_openapi_marks_the_role_each_route_needs() {
+    let document = document_json();
+    let paths = document["paths"].as_object().expect("paths");
+    let mut roles = BTreeSet::new();
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().expect("a path item") {
+            let http_method: axum::http::Method = method.to_uppercase().parse().expect("a method");
+            let expected = match crate::api::auth::need(&http_method, path, path).map(|need| need.role) {
+                Some(crate::credentials::Role::Admin) => serde_json::json!([{"admin": []}]),
+                Some(crate::credentials::Role::Client) => serde_json::json!([{"client": []}, {"admin": []}]),
+                _ => Value::Null,
+            };
+            let security = operation.get("security").cloned().unwrap_or(Value::Null);
+            assert_eq!(security, expected, "{method} {path}");
+            roles.insert(security.to_string());
+        }
+    }
+    assert_eq!(roles.len(), 3, "open, admin and client routes are all there: {roles:?}");
+    let schemes = &document["components"]["securitySchemes"];
+    for scheme in ["admin", "client"] {
+        assert_eq!(schemes[scheme]["scheme"], "bearer", "{scheme}: {schemes}");
+    }
+    for (method, path) in [("post", "/v1/tags"), ("get", "/v1/backup"), ("get", "/v1/segment/{tag}")] {
+        assert!(paths[path][method]["security"].is_array(), "{method} {path} needs a role");
+    }
 }

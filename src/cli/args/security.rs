@@ -49,6 +49,27 @@ pub struct SecurityArgs {
     /// CA certificates (PEM) this node trusts for its peers' server certificates [default: --peer-ca].
     #[arg(long, env = "LEAFRAFT_CA")]
     pub ca: Option<PathBuf>,
+    /// Let an empty --admin-token-file (or --secret-file) open the admin role instead of keeping
+    /// the last good token (loopback or --insecure only).
+    #[arg(long, env = "LEAFRAFT_ADMIN_OPEN", action = clap::ArgAction::SetTrue)]
+    pub admin_open: bool,
+    /// Let an empty --client-token-file open the ID endpoints instead of keeping the last good
+    /// tokens (loopback or --insecure only).
+    #[arg(long, env = "LEAFRAFT_CLIENT_OPEN", action = clap::ArgAction::SetTrue)]
+    pub client_open: bool,
+    /// How long a connection may take to send a request's headers, counted from when the node
+    /// starts waiting for them; also how long a kept-alive connection may wait between requests
+    /// and how long a TLS handshake may take [default: 10000].
+    #[arg(long, env = "LEAFRAFT_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: Option<u64>,
+    /// A connection that moves no byte either way for this long is closed (a stalled body, an
+    /// answer nobody reads) [default: 120000; above the longest request, --learner-timeout-ms].
+    #[arg(long, env = "LEAFRAFT_IDLE_TIMEOUT_MS")]
+    pub idle_timeout_ms: Option<u64>,
+    /// How many connections (handshakes included) this node holds at once; further ones wait in
+    /// the listen backlog [default: 10000; keep it under the process's file descriptor limit].
+    #[arg(long, env = "LEAFRAFT_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
 }
 
 impl std::fmt::Debug for SecurityArgs {
@@ -67,6 +88,11 @@ impl std::fmt::Debug for SecurityArgs {
             .field("tls_key", &self.tls_key)
             .field("peer_ca", &self.peer_ca)
             .field("ca", &self.ca)
+            .field("admin_open", &self.admin_open)
+            .field("client_open", &self.client_open)
+            .field("header_read_timeout_ms", &self.header_read_timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("max_connections", &self.max_connections)
             .finish()
     }
 }

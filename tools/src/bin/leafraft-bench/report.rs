@@ -32,8 +32,8 @@ impl Percentiles {
 }
 
 /// Serves `GET /{anything}` with the next value of an atomic counter: the least an HTTP ID
-/// service can do, on the same axum stack as leafraft (and with `tls`, behind leafraft's own TLS
-/// listener and rustls configuration).
+/// service can do, on the same stack as leafraft (`leafraft::serve`, with its connection limits;
+/// with `tls`, behind leafraft's own TLS listener and rustls configuration).
 pub async fn counter_server(listen: &str, tls: Option<leafraft::config::TlsFiles>) -> Result<(), String> {
     let counter = Arc::new(AtomicU64::new(1));
     let app = axum::Router::new().route(
@@ -45,14 +45,11 @@ pub async fn counter_server(listen: &str, tls: Option<leafraft::config::TlsFiles
     );
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    match tls {
-        None => axum::serve(listener, app).await.map_err(|e| e.to_string()),
-        Some(files) => {
-            let tls = leafraft::tls::Tls::load(files)?;
-            let metrics = Arc::new(leafraft::metrics::Metrics::new());
-            let listener = leafraft::tls::TlsListener::new(listener, tls, metrics).map_err(|e| e.to_string())?;
-            let app = app.into_make_service_with_connect_info::<leafraft::tls::PeerInfo>();
-            axum::serve(listener, app).await.map_err(|e| e.to_string())
-        }
-    }
+    let tls = tls.map(leafraft::tls::Tls::load).transpose()?;
+    let observers = (Arc::new(leafraft::metrics::Metrics::new()), Arc::default());
+    // Never told to stop: the counter serves until the process ends.
+    let (_serving, stop) = tokio::sync::watch::channel(false);
+    let limits = leafraft::config::ConnectionLimits::default();
+    let server = leafraft::serve::serve(listener, app, tls, limits, observers, stop)?;
+    server.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }

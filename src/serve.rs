@@ -1,0 +1,159 @@
+//! Serving the router on the node's port, plain or TLS, with every connection held to
+//! [`ConnectionLimits`]: the header-read timeout (hyper's: from when the node starts waiting for
+//! a request's headers, on a new or a kept-alive connection, until they are complete; also the
+//! TLS handshake's limit), the idle timeout (no byte either way, [`Guarded`]) and
+//! `--max-connections` (a place is taken before a connection is accepted, handshakes included).
+//! Counted in `leafraft_connections_*`.
+//!
+//! Why not `axum::serve`: it offers no way to set hyper's timeouts. This is its loop (accept,
+//! serve each connection in a task, drain on stop) with a configured HTTP/1 builder; a request
+//! costs what it cost there.
+
+use std::convert::Infallible;
+use std::pin::pin;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::Request;
+use axum::response::Response;
+use axum::serve::Listener;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use hyper_util::rt::TokioTimer;
+use tokio::net::TcpListener;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower::Layer;
+use tower::Service;
+
+use crate::config::ConnectionLimits;
+use crate::connections;
+use crate::connections::Admission;
+use crate::connections::Guarded;
+use crate::metrics::Metrics;
+use crate::refusals::RefusalLog;
+use crate::tls::PeerInfo;
+use crate::tls::Tls;
+use crate::tls::TlsListener;
+
+/// Serves `app` on `listener` (over TLS when `tls`) until `stop` turns true, then stops accepting
+/// and lets the connections finish their requests; refused requests are summed up in the log
+/// once per interval meanwhile.
+pub fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<Tls>>,
+    limits: ConnectionLimits,
+    (metrics, refusals): (Arc<Metrics>, Arc<RefusalLog>),
+    stop: watch::Receiver<bool>,
+) -> Result<JoinHandle<std::io::Result<()>>, String> {
+    // The refusals' summaries are written while the node serves.
+    tokio::spawn(refusals.clone().flush_every_interval(stop.clone()));
+    let admission = Admission::new(limits.max_connections, limits.idle_timeout, metrics.clone());
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    Ok(match tls {
+        None => {
+            let listener = PlainListener { listener, admission };
+            tokio::spawn(run(listener, http, metrics, stop, move |_| app.clone()))
+        }
+        Some(tls) => {
+            let handshake = limits.header_read_timeout;
+            // Refused client certificates have a log of their own: the first of an interval is
+            // logged at once whatever requests were refused before it.
+            let refusals = Arc::new(RefusalLog::default());
+            tokio::spawn(refusals.clone().flush_every_interval(stop.clone()));
+            let listener = TlsListener::new(listener, tls, admission, handshake, refusals)
+                .map_err(|e| format!("cannot serve TLS: {e}"))?;
+            let add_peer = move |peer: PeerInfo| axum::Extension(ConnectInfo(peer)).layer(app.clone());
+            tokio::spawn(run(listener, http, metrics, stop, add_peer))
+        }
+    })
+}
+
+/// Accepts until `stop`, serving each connection in its own task with the service `service`
+/// makes for it; then waits for every connection to finish.
+async fn run<L, S>(
+    mut listener: L,
+    http: hyper::server::conn::http1::Builder,
+    metrics: Arc<Metrics>,
+    mut stop: watch::Receiver<bool>,
+    service: impl Fn(L::Addr) -> S,
+) -> std::io::Result<()>
+where
+    L: Listener,
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    let (open_tx, open_rx) = watch::channel(());
+    loop {
+        let (io, remote) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stopping(&mut stop) => break,
+        };
+        let connection = http.serve_connection(TokioIo::new(io), ToHyper(service(remote)));
+        let (mut stop, open, metrics) = (stop.clone(), open_rx.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let mut connection = pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                () = stopping(&mut stop) => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if result.is_err_and(|error| error.is_timeout()) {
+                metrics.connections.count_timeout("header_read");
+            }
+            drop(open);
+        });
+    }
+    drop(listener);
+    drop(open_rx);
+    open_tx.closed().await;
+    Ok(())
+}
+
+/// Completes once `stop` turns true (or its sender is gone).
+async fn stopping(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// A tower service as hyper calls it: `Router` is always ready, so each request calls a clone
+/// of it, as `axum::serve` does.
+#[derive(Clone)]
+struct ToHyper<S>(S);
+
+impl<S> hyper::service::Service<hyper::Request<Incoming>> for ToHyper<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = S::Future;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> S::Future {
+        self.0.clone().call(request.map(Body::new))
+    }
+}
+
+/// Plain TCP: each connection under `--max-connections` and the idle timeout.
+struct PlainListener {
+    listener: TcpListener,
+    admission: Admission,
+}
+
+impl Listener for PlainListener {
+    type Io = Guarded<TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        connections::accept(&self.listener, &self.admission).await
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        self.listener.local_addr()
+    }
+}
