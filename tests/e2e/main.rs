@@ -23,6 +23,7 @@ mod rebuild;
 mod recover;
 mod regression_deposed_holder_clock_back;
 mod regression_paused_leader_stall;
+mod regression_refounded_seed;
 mod regression_restarted_follower_ready_too_early;
 mod regression_retried_remove;
 mod regression_tied_clock_check;
