@@ -208,9 +208,10 @@ fn serve(
     })
 }
 
-/// Loads (or creates) this data dir's identity, then opens its store. The identity comes first:
-/// a directory that belongs to another node is refused before its store is touched, and a new
-/// store is bound to its disk from the first entry. Both may wait on the disk (and `open` on
+/// Loads (or creates) this data dir's identity, then opens its store, bound to that identity
+/// (`storage::identity::open_member`). The identity comes first: a directory that belongs to
+/// another node is refused before its store is touched, and a new store is bound to its disk from
+/// the first entry. Both may wait on the disk (and `open` on
 /// sled's file lock), so they run off the async workers.
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
     std::fs::create_dir_all(&config.data_dir)
@@ -218,13 +219,11 @@ async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Sto
     let options =
         storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20, local_node: Some(config.node_id) };
     let (dir, node_id) = (config.data_dir.clone(), config.node_id);
-    let (identity, store) = tokio::task::spawn_blocking(move || {
-        let identity = storage::identity::load_or_create_identity(&dir, node_id)?;
-        Ok::<_, storage::OpenError>((identity, storage::open(&dir, &options)?))
-    })
-    .await
-    .map_err(|e| RunError(format!("opening the store failed: {e}")))?
-    .map_err(|e| RunError(e.to_string()))?;
+    let (identity, store) =
+        tokio::task::spawn_blocking(move || storage::identity::open_member(&dir, node_id, &options))
+            .await
+            .map_err(|e| RunError(format!("opening the store failed: {e}")))?
+            .map_err(|e| RunError(e.to_string()))?;
     let identity = Arc::new(IdentityCheck::new(config.node_id, identity.incarnation));
     let (cluster_id, mark, membership) = store.state_machine.read(|s| {
         (s.cluster_id, MembershipMark::of(s.membership.log_id().as_ref()), s.membership.membership().clone())
