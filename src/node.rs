@@ -63,6 +63,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut node = start(config, listener).await?;
     let refused = node.refused.take();
     let failure = node.storage_failure();
+    let mut amnesia = node.amnesia.clone();
+    let amnesiac = async move { amnesia.wait_for(Option::is_some).await.ok().and_then(|reason| reason.clone()) };
     tokio::select! {
         () = shutdown => node.stop().await,
         Some(Refusal(reason)) = async move { refused?.recv().await } => {
@@ -70,6 +72,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             Err(RunError(reason))
         }
         reason = failure => Err(node.fail_stop(reason).await),
+        Some(reason) = amnesiac => Err(node.fail_stop(format!("this member must be rebuilt: {reason}")).await),
     }
 }
 
@@ -91,6 +94,8 @@ pub struct RunningNode {
     snowflake_task: JoinHandle<()>,
     /// Answers if this node must not run as a member (see `bootstrap::Refusal`).
     refused: Option<tokio::sync::mpsc::Receiver<Refusal>>,
+    /// Turns to the reason once this node found its own log gone back in time (`raft::amnesia`).
+    amnesia: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
@@ -106,7 +111,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
         .with_tls(tls.is_some())
         .with_lease(lease.clone());
-    let network = raft::DurableCommitNetwork::new(network, store.log.durability());
+    let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
+    let network = raft::DurableCommitNetwork::new(network.with_amnesia_guard(amnesia.clone()), store.log.durability());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
@@ -131,6 +137,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
             metrics: metrics.clone(),
             credentials: credentials.clone(),
             mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
+            amnesia: amnesia.clone(),
         },
         failing_rx,
     );
@@ -164,6 +171,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         snowflake_stop,
         snowflake_task,
         refused: Some(refused),
+        amnesia: amnesia.tripped(),
     })
 }
 
@@ -248,6 +256,7 @@ fn spawn_background(
         tokio::spawn(log_leadership(cluster.clone())),
         tokio::spawn(bootstrap::keep_identity_current(cluster.clone())),
         tokio::spawn(bootstrap::commit_cluster_id(cluster.clone())),
+        tokio::spawn(crate::cluster::record_unknown_incarnations(cluster.clone())),
         tokio::spawn(async move {
             if let Err(refusal) = bootstrap::bootstrap(bootstrap_cluster, bootstrap_config, was_empty).await {
                 let _ = refusal_tx.try_send(refusal);

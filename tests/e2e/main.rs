@@ -22,6 +22,7 @@ mod no_quorum;
 mod rebuild;
 mod recover;
 mod regression_deposed_holder_clock_back;
+mod regression_incarnation_zero;
 mod regression_paused_leader_stall;
 mod regression_refounded_seed;
 mod regression_restarted_follower_ready_too_early;

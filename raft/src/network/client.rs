@@ -24,9 +24,12 @@ use serde::Serialize;
 use super::identity::Addressee;
 use super::identity::IdentityCheck;
 use super::identity::PeerIdentity;
+use super::identity::MATCHED_HEADER;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
+use crate::amnesia::AmnesiaGuard;
+use crate::amnesia::AMNESIAC_CODE;
 use crate::codec;
 use crate::lease::LeaderLease;
 use crate::typ;
@@ -87,7 +90,7 @@ pub async fn post_bincode<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, None, body, timeout).await
+    post(client, url, secret, None, &[], body, timeout).await
 }
 
 /// Who sends a [`post_bincode_as`], and whom it means to reach.
@@ -109,7 +112,7 @@ pub async fn post_bincode_as<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, Some(sender), body, timeout).await
+    post(client, url, secret, Some(sender), &[], body, timeout).await
 }
 
 async fn post<Req: Serialize, Resp: DeserializeOwned>(
@@ -117,6 +120,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     url: &str,
     secret: Option<&str>,
     sender: Option<Sender<'_>>,
+    extra: &[(&'static str, String)],
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
@@ -134,6 +138,9 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         }
         request = request.headers(headers);
     }
+    for (name, value) in extra {
+        request = request.header(*name, value);
+    }
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;
     let status = response.status();
     if let Some(sender) = &sender {
@@ -148,11 +155,15 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         // Only the identity check of a peer's `/raft/*` layer answers 409 there, with the API's
         // error body; its message is what an operator needs.
         if status == StatusCode::CONFLICT && sender.is_some() {
-            let message = serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_string))
-                .unwrap_or(body);
-            return Err(PostError::Refused(format!("POST {url}: refused by the peer: {message}")));
+            let answer = serde_json::from_str::<serde_json::Value>(&body).ok();
+            let field = |name: &str| answer.as_ref().and_then(|v| v.pointer(name)?.as_str().map(str::to_string));
+            let message = field("/error/message").unwrap_or(body);
+            // A follower that found its own log gone back in time (`crate::amnesia`) says so.
+            let amnesiac = field("/error/code").filter(|code| code == AMNESIAC_CODE).map(|code| format!(" {code}:"));
+            return Err(PostError::Refused(format!(
+                "POST {url}: refused by the peer:{} {message}",
+                amnesiac.unwrap_or_default()
+            )));
         }
         return Err(PostError::Status { status: status.as_u16(), body });
     }
@@ -257,12 +268,20 @@ pub struct NetworkFactory {
     /// `http` or `https`: every member of a cluster speaks the same (the members' addresses are
     /// `host:port`).
     scheme: &'static str,
+    /// Records what followers matched and sends it with each append (`crate::amnesia`).
+    amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
 impl NetworkFactory {
     /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity, lease: Arc::new(LeaderLease::new(Duration::ZERO)), scheme: "http" }
+        let lease = Arc::new(LeaderLease::new(Duration::ZERO));
+        Self { client, secret, identity, lease, scheme: "http", amnesia: None }
+    }
+
+    /// Sends each follower, with every append, the highest index it was seen to match.
+    pub fn with_amnesia_guard(self, amnesia: Arc<AmnesiaGuard>) -> Self {
+        Self { amnesia: Some(amnesia), ..self }
     }
 
     /// Records every accepted append in `lease`.
@@ -296,6 +315,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             secret: self.secret.clone(),
             identity: Arc::clone(&self.identity),
             lease: Arc::clone(&self.lease),
+            amnesia: self.amnesia.clone(),
             target,
             target_incarnation: node.incarnation,
             append_url: format!("{base}{APPEND_PATH}"),
@@ -311,6 +331,7 @@ pub struct Connection {
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
     lease: Arc<LeaderLease>,
+    amnesia: Option<Arc<AmnesiaGuard>>,
     target: NodeId,
     /// What the membership openraft replicates with records for the target (0: unknown).
     target_incarnation: u64,
@@ -332,7 +353,13 @@ impl fmt::Debug for Connection {
 impl Connection {
     /// One RPC: the answer is the peer's `Result<Resp, RaftError<E>>`, unwrapped into openraft's
     /// error taxonomy.
-    async fn call<Req, Resp, E>(&self, url: &str, rpc: &Req, option: &RPCOption) -> Result<Resp, typ::RPCError<E>>
+    async fn call<Req, Resp, E>(
+        &self,
+        url: &str,
+        rpc: &Req,
+        extra: &[(&'static str, String)],
+        option: &RPCOption,
+    ) -> Result<Resp, typ::RPCError<E>>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
@@ -340,8 +367,14 @@ impl Connection {
     {
         let sender = Sender { identity: &self.identity, target: Some((self.target, self.target_incarnation)) };
         let answer: Result<Resp, typ::RaftError<E>> =
-            post_bincode_as(&self.client, url, self.secret.as_deref(), sender, rpc, option.hard_ttl()).await.map_err(
-                |e| {
+            post(&self.client, url, self.secret.as_deref(), Some(sender), extra, rpc, option.hard_ttl())
+                .await
+                .map_err(|e| {
+                    if let (PostError::Refused(reason), Some(amnesia)) = (&e, &self.amnesia) {
+                        if reason.contains(AMNESIAC_CODE) {
+                            amnesia.refused(self.target, reason);
+                        }
+                    }
                     if e.is_connect() || matches!(e, PostError::Refused(_)) {
                         // A peer that refuses connections is down or not started yet. `Unreachable`
                         // makes openraft wait `backoff()` before the next attempt; `Network` would
@@ -353,8 +386,7 @@ impl Connection {
                         // attempt failed, so openraft may retry without backing off.
                         RPCError::Network(NetworkError::new(&e))
                     }
-                },
-            )?;
+                })?;
         // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
         // it is a remote error, which openraft handles differently from a lost message.
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
@@ -368,7 +400,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
         let (vote, sent_at) = (rpc.vote, Instant::now());
-        let answer = self.call(&self.append_url, &rpc, &option).await;
+        let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(self.target, &rpc));
+        let extra: Vec<_> = matched.map(|index| (MATCHED_HEADER, index.to_string())).into_iter().collect();
+        let answer = self.call(&self.append_url, &rpc, &extra, &option).await;
+        if let (Ok(answer), Some(amnesia)) = (&answer, &self.amnesia) {
+            amnesia.record(self.target, &rpc, answer);
+        }
         if matches!(&answer, Ok(resp) if !matches!(resp, AppendEntriesResponse::HigherVote(_))) {
             self.lease.acknowledged(self.target, &vote, sent_at);
         }
@@ -380,10 +417,10 @@ impl RaftNetwork<TypeConfig> for Connection {
         rpc: typ::InstallSnapshotRequest,
         option: RPCOption,
     ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
-        self.call(&self.snapshot_url, &rpc, &option).await
+        self.call(&self.snapshot_url, &rpc, &[], &option).await
     }
 
     async fn vote(&mut self, rpc: typ::VoteRequest, option: RPCOption) -> Result<typ::VoteResponse, typ::RPCError> {
-        self.call(&self.vote_url, &rpc, &option).await
+        self.call(&self.vote_url, &rpc, &[], &option).await
     }
 }
