@@ -150,6 +150,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
 
     let (mut background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    background.push(tokio::spawn(raft::amnesia::forget_removed_members(amnesia.clone(), cluster.raft().clone())));
     // Aborted first on stop, before every tail is given back.
     background.push(tokio::spawn(segments.clone().drop_idle_buffers(stop_rx.clone())));
     let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };

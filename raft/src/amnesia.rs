@@ -66,8 +66,10 @@ pub struct Amnesia {
 #[derive(Debug)]
 pub struct AmnesiaGuard {
     durability: Arc<LocalDurability>,
-    /// Per follower: the leadership the index was seen under, and the index.
-    matched: Mutex<BTreeMap<NodeId, (typ::LeaderId, u64)>>,
+    /// Per follower (node ID and the incarnation the membership records for it): the leadership
+    /// the index was seen under, and the index. Keyed by incarnation too, so that a member removed
+    /// and rebuilt on a new disk under the same leader starts afresh.
+    matched: Mutex<BTreeMap<(NodeId, u64), (typ::LeaderId, u64)>>,
     /// Appends this node sent as leader that a follower refused as amnesiac.
     refusals: AtomicU64,
     /// Set once this node found itself amnesiac: the reason it must stop.
@@ -85,15 +87,22 @@ impl AmnesiaGuard {
         }
     }
 
-    /// The index to send with an append of `rpc`'s leadership to `target`, if this node saw it
-    /// match one under that leadership.
-    pub fn matched(&self, target: NodeId, rpc: &typ::AppendEntriesRequest) -> Option<u64> {
+    /// The index to send with an append of `rpc`'s leadership to `target` (the node ID and its
+    /// recorded incarnation), if this node saw it match one under that leadership.
+    pub fn matched(&self, target: (NodeId, u64), rpc: &typ::AppendEntriesRequest) -> Option<u64> {
         let matched = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
         matched.get(&target).filter(|(leader, _)| leader == rpc.vote.leader_id()).map(|(_, index)| *index)
     }
 
+    /// Forgets every follower not in `members` (node ID, recorded incarnation): one removed and
+    /// added again (a rebuilt member, maybe recorded with incarnation 0 both times) starts afresh.
+    pub fn retain_members(&self, members: &BTreeMap<NodeId, u64>) {
+        let mut matched = self.matched.lock().unwrap_or_else(PoisonError::into_inner);
+        matched.retain(|(id, incarnation), _| members.get(id) == Some(incarnation));
+    }
+
     /// Records what `target` answered to `rpc`: the last entry it appended, on success.
-    pub fn record(&self, target: NodeId, rpc: &typ::AppendEntriesRequest, answer: &typ::AppendEntriesResponse) {
+    pub fn record(&self, target: (NodeId, u64), rpc: &typ::AppendEntriesRequest, answer: &typ::AppendEntriesResponse) {
         let appended = match answer {
             AppendEntriesResponse::Success => rpc.entries.last().map(|entry| entry.log_id.index),
             AppendEntriesResponse::PartialSuccess(Some(log_id)) => {
@@ -144,6 +153,28 @@ impl AmnesiaGuard {
     /// Turns to the reason once this node found its own log went back in time.
     pub fn tripped(&self) -> watch::Receiver<Option<String>> {
         self.tripped.subscribe()
+    }
+}
+
+/// Keeps `guard`'s records to the members of `raft`'s latest membership (see
+/// [`AmnesiaGuard::retain_members`]), until Raft stops.
+pub async fn forget_removed_members(guard: Arc<AmnesiaGuard>, raft: crate::Raft) {
+    let mut rx = raft.metrics();
+    let mut seen = None;
+    loop {
+        let (log_id, members) = {
+            let metrics = rx.borrow_and_update();
+            let membership = metrics.membership_config.membership();
+            let members: BTreeMap<NodeId, u64> = membership.nodes().map(|(id, node)| (*id, node.incarnation)).collect();
+            (*metrics.membership_config.log_id(), members)
+        };
+        if seen != Some(log_id) {
+            guard.retain_members(&members);
+            seen = Some(log_id);
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
     }
 }
 

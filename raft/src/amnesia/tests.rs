@@ -29,18 +29,22 @@ fn guard_with_log(last: Option<u64>, vote_term: u64) -> AmnesiaGuard {
 fn the_leader_records_appended_entries_per_leadership_not_heartbeats() {
     let guard = guard_with_log(None, 0);
     let ok = AppendEntriesResponse::Success;
-    guard.record(2, &append(3, 1, &[5, 6, 7]), &ok);
-    assert_eq!(guard.matched(2, &append(3, 1, &[])), Some(7));
+    guard.record((2, 9), &append(3, 1, &[5, 6, 7]), &ok);
+    assert_eq!(guard.matched((2, 9), &append(3, 1, &[])), Some(7));
     // A heartbeat (no entries) and a conflict raise nothing; a lower index never lowers it.
-    guard.record(2, &append(3, 1, &[]), &ok);
-    guard.record(2, &append(3, 1, &[4]), &ok);
-    guard.record(2, &append(3, 1, &[9]), &AppendEntriesResponse::Conflict);
-    assert_eq!(guard.matched(2, &append(3, 1, &[])), Some(7));
-    assert_eq!(guard.matched(3, &append(3, 1, &[])), None, "per follower");
+    guard.record((2, 9), &append(3, 1, &[]), &ok);
+    guard.record((2, 9), &append(3, 1, &[4]), &ok);
+    guard.record((2, 9), &append(3, 1, &[9]), &AppendEntriesResponse::Conflict);
+    assert_eq!(guard.matched((2, 9), &append(3, 1, &[])), Some(7));
+    assert_eq!(guard.matched((3, 9), &append(3, 1, &[])), None, "per follower");
     // Another leadership sends nothing of this one's record, and starts its own.
-    assert_eq!(guard.matched(2, &append(4, 1, &[])), None);
-    guard.record(2, &append(4, 1, &[2]), &ok);
-    assert_eq!(guard.matched(2, &append(4, 1, &[])), Some(2));
+    assert_eq!(guard.matched((2, 9), &append(4, 1, &[])), None);
+    guard.record((2, 9), &append(4, 1, &[2]), &ok);
+    assert_eq!(guard.matched((2, 9), &append(4, 1, &[])), Some(2));
+    // A member rebuilt on another disk, or removed from the membership, starts afresh.
+    assert_eq!(guard.matched((2, 10), &append(4, 1, &[])), None);
+    guard.retain_members(&BTreeMap::from([(3, 9)]));
+    assert_eq!(guard.matched((2, 9), &append(4, 1, &[])), None);
 }
 
 #[test]

@@ -400,11 +400,12 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
         let (vote, sent_at) = (rpc.vote, Instant::now());
-        let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(self.target, &rpc));
+        let target = (self.target, self.target_incarnation);
+        let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(target, &rpc));
         let extra: Vec<_> = matched.map(|index| (MATCHED_HEADER, index.to_string())).into_iter().collect();
         let answer = self.call(&self.append_url, &rpc, &extra, &option).await;
         if let (Ok(answer), Some(amnesia)) = (&answer, &self.amnesia) {
-            amnesia.record(self.target, &rpc, answer);
+            amnesia.record(target, &rpc, answer);
         }
         if matches!(&answer, Ok(resp) if !matches!(resp, AppendEntriesResponse::HigherVote(_))) {
             self.lease.acknowledged(self.target, &vote, sent_at);
