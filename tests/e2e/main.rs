@@ -26,6 +26,7 @@ mod regression_incarnation_zero;
 mod regression_paused_leader_stall;
 mod regression_refounded_seed;
 mod regression_restarted_follower_ready_too_early;
+mod regression_restored_volume;
 mod regression_retried_remove;
 mod regression_store_deleted_identity_kept;
 mod regression_tied_clock_check;
