@@ -1,7 +1,9 @@
 //! How a node with an empty data directory becomes a member, and refuses to when that would make
 //! it an amnesiac: a member the cluster remembers, back without what it acknowledged.
 //!
-//! - The embedded default (no `--initial-cluster`, no `--join`) initialises alone at once.
+//! - The embedded default (no `--initial-cluster`, no `--join`) initialises alone at once when it
+//!   advertises a loopback address or `--initial-cluster-state new` says so; elsewhere it refuses
+//!   (`config::founding`), and `--initial-cluster-state existing` waits to be added.
 //! - `--initial-cluster` initialises only once every initial member has answered `hello` without a
 //!   Raft state (Consul's `bootstrap_expect`): then all of them compute the same membership with
 //!   every member's disk incarnation, as openraft requires of members that initialise, and every
@@ -27,6 +29,7 @@ use raft::NodeId;
 use crate::cluster::Cluster;
 use crate::cluster::Hello;
 use crate::cluster::HelloError;
+use crate::config::founding;
 use crate::config::Bootstrap;
 use crate::config::Config;
 use leafraft_client::Client;
@@ -52,6 +55,11 @@ pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -
         Bootstrap::Single => {
             let me = BTreeMap::from([(config.node_id, Node::new(&config.advertise, incarnation(&cluster)))]);
             initialise(&cluster, me).await;
+            Ok(())
+        }
+        Bootstrap::Undecided => Err(Refusal(founding::undecided_refusal(config.node_id, &config.advertise))),
+        Bootstrap::Existing => {
+            tracing::info!("empty data directory, --initial-cluster-state existing: waiting to be added");
             Ok(())
         }
         Bootstrap::InitialCluster(members) => form(&cluster, &config, members).await,

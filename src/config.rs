@@ -23,8 +23,14 @@ use raft::NodeId;
 /// How a node with an empty data directory joins the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Bootstrap {
-    /// The embedded default: a single-node cluster that initialises itself.
+    /// The embedded default on loopback, or `--initial-cluster-state new`: a single-node cluster
+    /// that initialises itself.
     Single,
+    /// No flag says how to start, and the node advertises an address other hosts reach: an empty
+    /// data directory refuses to start (see `founding`); one with data runs as before.
+    Undecided,
+    /// `--initial-cluster-state existing`: never found a cluster; wait until one adds this node.
+    Existing,
     /// Every listed member is a voter of the first membership (etcd's `--initial-cluster`).
     InitialCluster(BTreeMap<NodeId, String>),
     /// Ask these members of a running cluster to add this node.
@@ -87,6 +93,8 @@ pub struct Settings {
     pub data_dir: Option<PathBuf>,
     pub initial_cluster: Option<String>,
     pub join: Option<String>,
+    /// `new` or `existing` (see `founding`).
+    pub initial_cluster_state: Option<String>,
     pub learner: Option<bool>,
     pub secret: Option<SecretText>,
     pub secret_file: Option<PathBuf>,
@@ -153,6 +161,7 @@ impl Settings {
             data_dir: self.data_dir.or(lower.data_dir),
             initial_cluster: self.initial_cluster.or(lower.initial_cluster),
             join: self.join.or(lower.join),
+            initial_cluster_state: self.initial_cluster_state.or(lower.initial_cluster_state),
             learner: self.learner.or(lower.learner),
             secret: self.secret.or(lower.secret),
             secret_file: self.secret_file.or(lower.secret_file),
@@ -204,6 +213,8 @@ impl Config {
         let listen = resolve_addr(&listen_text)?;
         let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
         let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
+        let state = layers.initial_cluster_state.as_deref().map(founding::ClusterState::parse).transpose()?;
+        let bootstrap = founding::decide(bootstrap, state, &advertise)?;
         let credential_source = CredentialSource::of(&layers)?;
         let credentials = credential_source.read().map_err(|e| e.message)?;
         let tls = resolve_tls(&layers)?;
@@ -375,6 +386,7 @@ pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, Str
     Ok(members)
 }
 
+pub mod founding;
 mod security;
 mod services;
 #[cfg(test)]

@@ -46,6 +46,11 @@ pub struct KindLabels {
     pub kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MemberLabels {
+    pub node_id: u64,
+}
+
 /// The `&'static str` for a route template. Routes come from the router, a fixed set of about
 /// thirty, so the leaked strings are bounded.
 pub(crate) fn intern(route: &str) -> &'static str {
@@ -76,6 +81,8 @@ pub struct Scrape {
     pub snowflake_years_left: f64,
     /// Messages between nodes refused for a mismatched identity, by kind, since start.
     pub identity_refusals: Vec<(&'static str, u64)>,
+    /// Members at whose address a node of another cluster answered, with its cluster ID.
+    pub foreign_clusters: std::collections::BTreeMap<u64, u64>,
     /// Time-sequence events since start, by kind (`claims`, `waits`, `exhausted_seconds`,
     /// `refused_clocks`).
     pub timeseq: Vec<(&'static str, u64)>,
@@ -96,6 +103,7 @@ pub struct Metrics {
     snowflake_refused: Gauge,
     snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
     identity_refusals: Family<KindLabels, Counter>,
+    member_foreign_cluster: Family<MemberLabels, Gauge>,
     timeseq_events: Family<KindLabels, Counter>,
     security: SecurityMetrics,
     /// The connections to the node's port (`crate::serve`).
@@ -152,6 +160,13 @@ impl Metrics {
             "Messages between nodes refused because the peer's cluster ID or data dir identity did not match, by kind",
             Family::default(),
         );
+        let member_foreign_cluster = registered(
+            r,
+            "member_foreign_cluster",
+            "1 while a node of another cluster answers at this member's address (a wiped member that founded a new \
+             cluster, say), by the member's node ID",
+            Family::default(),
+        );
         let timeseq_events = registered(
             r,
             "timeseq_events",
@@ -173,6 +188,7 @@ impl Metrics {
             snowflake_refused,
             snowflake_years_left,
             identity_refusals,
+            member_foreign_cluster,
             timeseq_events,
             security,
             connections,
@@ -221,6 +237,10 @@ impl Metrics {
         for (kind, count) in &scrape.identity_refusals {
             let counter = self.identity_refusals.get_or_create(&KindLabels { kind });
             counter.inc_by(count.saturating_sub(counter.get()));
+        }
+        for node_id in status.nodes.keys().chain(scrape.foreign_clusters.keys()) {
+            let foreign = i64::from(scrape.foreign_clusters.contains_key(node_id));
+            self.member_foreign_cluster.get_or_create(&MemberLabels { node_id: *node_id }).set(foreign);
         }
         for (kind, count) in &scrape.timeseq {
             let counter = self.timeseq_events.get_or_create(&KindLabels { kind });

@@ -60,6 +60,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut node = start(config, listener).await?;
     let refused = node.refused.take();
     let failure = node.storage_failure();
+    let mut amnesia = node.amnesia.clone();
+    let amnesiac = async move { amnesia.wait_for(Option::is_some).await.ok().and_then(|reason| reason.clone()) };
     tokio::select! {
         () = shutdown => node.stop().await,
         Some(Refusal(reason)) = async move { refused?.recv().await } => {
@@ -67,6 +69,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             Err(RunError(reason))
         }
         reason = failure => Err(node.fail_stop(reason).await),
+        Some(reason) = amnesiac => Err(node.fail_stop(format!("this member must be rebuilt: {reason}")).await),
     }
 }
 
@@ -88,6 +91,8 @@ pub struct RunningNode {
     snowflake_task: JoinHandle<()>,
     /// Answers if this node must not run as a member (see `bootstrap::Refusal`).
     refused: Option<tokio::sync::mpsc::Receiver<Refusal>>,
+    /// Turns to the reason once this node found its own log gone back in time (`raft::amnesia`).
+    amnesia: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
@@ -107,7 +112,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
         .with_tls(tls.is_some())
         .with_lease(lease.clone());
-    let network = raft::DurableCommitNetwork::new(network, store.log.durability());
+    let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
+    let network = raft::DurableCommitNetwork::new(network.with_amnesia_guard(amnesia.clone()), store.log.durability());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
@@ -135,6 +141,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
             credentials: credentials.clone(),
             mutual_tls: tls.as_ref().is_some_and(|tls| tls.mutual()),
             refusals: refusals.clone(),
+            amnesia: amnesia.clone(),
         },
         failing_rx,
     );
@@ -149,6 +156,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     tracing::info!(node_id = config.node_id, incarnation, listen = %local_addr, advertise = %config.advertise, scheme, "node started");
 
     let (mut background, refused) = spawn_background(&cluster, &segments, &config, was_empty);
+    background.push(tokio::spawn(raft::amnesia::forget_removed_members(amnesia.clone(), cluster.raft().clone())));
     // Aborted first on stop, before every tail is given back.
     background.push(tokio::spawn(segments.clone().drop_idle_buffers(stop_rx.clone())));
     let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
@@ -170,6 +178,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         snowflake_stop,
         snowflake_task,
         refused: Some(refused),
+        amnesia: amnesia.tripped(),
     })
 }
 
@@ -188,9 +197,10 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
     Ok((http, tls))
 }
 
-/// Loads (or creates) this data dir's identity, then opens its store. The identity comes first:
-/// a directory that belongs to another node is refused before its store is touched, and a new
-/// store is bound to its disk from the first entry. Both may wait on the disk (and `open` on
+/// Loads (or creates) this data dir's identity, then opens its store, bound to that identity
+/// (`storage::identity::open_member`). The identity comes first: a directory that belongs to
+/// another node is refused before its store is touched, and a new store is bound to its disk from
+/// the first entry. Both may wait on the disk (and `open` on
 /// sled's file lock), so they run off the async workers.
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
     storage::private::create_dir(&config.data_dir)
@@ -198,13 +208,11 @@ async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Sto
     let options =
         storage::StoreOptions { fsync: config.fsync, cache_capacity_bytes: 64 << 20, local_node: Some(config.node_id) };
     let (dir, node_id) = (config.data_dir.clone(), config.node_id);
-    let (identity, store) = tokio::task::spawn_blocking(move || {
-        let identity = storage::identity::load_or_create_identity(&dir, node_id)?;
-        Ok::<_, storage::OpenError>((identity, storage::open(&dir, &options)?))
-    })
-    .await
-    .map_err(|e| RunError(format!("opening the store failed: {e}")))?
-    .map_err(|e| RunError(e.to_string()))?;
+    let (identity, store) =
+        tokio::task::spawn_blocking(move || storage::identity::open_member(&dir, node_id, &options))
+            .await
+            .map_err(|e| RunError(format!("opening the store failed: {e}")))?
+            .map_err(|e| RunError(e.to_string()))?;
     let identity = Arc::new(IdentityCheck::new(config.node_id, identity.incarnation));
     let (cluster_id, mark, membership) = store.state_machine.read(|s| {
         (s.cluster_id, MembershipMark::of(s.membership.log_id().as_ref()), s.membership.membership().clone())
@@ -229,6 +237,7 @@ fn spawn_background(
         tokio::spawn(log_leadership(cluster.clone())),
         tokio::spawn(bootstrap::keep_identity_current(cluster.clone())),
         tokio::spawn(bootstrap::commit_cluster_id(cluster.clone())),
+        tokio::spawn(crate::cluster::record_unknown_incarnations(cluster.clone())),
         tokio::spawn(async move {
             if let Err(refusal) = bootstrap::bootstrap(bootstrap_cluster, bootstrap_config, was_empty).await {
                 let _ = refusal_tx.try_send(refusal);

@@ -55,6 +55,7 @@ pub struct ClientBuilder {
     refresh_every: Duration,
     sizing: Sizing,
     runtime: Option<Handle>,
+    cluster_id: Option<u64>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -82,6 +83,7 @@ impl Default for ClientBuilder {
             refresh_every: Duration::from_secs(30),
             sizing: Sizing { min: 1000, max: MAX_PER_REQUEST, duration: Duration::from_secs(60) },
             runtime: None,
+            cluster_id: None,
         }
     }
 }
@@ -157,6 +159,14 @@ impl ClientBuilder {
         self
     }
 
+    /// The cluster to talk to (its ID, as `/v1/cluster` shows it in hex). Without it the client
+    /// learns the ID from the first node that answers; either way, a node of another cluster is
+    /// refused (`CLUSTER_MISMATCH`) and the next node asked.
+    pub fn cluster_id(mut self, cluster_id: u64) -> ClientBuilder {
+        self.cluster_id = Some(cluster_id);
+        self
+    }
+
     /// Whether ID requests and reads keep going round the nodes until the timeout [default:
     /// true]. Off, each is tried once per node and the last failure is the answer (what a probe or
     /// a test of one node wants).
@@ -203,6 +213,7 @@ impl ClientBuilder {
             discover: self.discover,
             retry_until_timeout: self.retry_until_timeout,
             refresh_every: self.refresh_every,
+            cluster_id: self.cluster_id,
         };
         let transport = Arc::new(Transport::new(settings)?);
         let shared = Shared {
@@ -255,6 +266,12 @@ impl RangeSource for HttpRanges {
 impl Client {
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
+    }
+
+    /// The cluster this client talks to: given to the builder, or learnt from the first node that
+    /// answered (`None` until then).
+    pub fn cluster_id(&self) -> Option<u64> {
+        self.shared.transport.cluster_id()
     }
 
     /// The handle on `tag`'s IDs: every call for the same tag answers the same buffer.

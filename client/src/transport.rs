@@ -48,6 +48,8 @@ pub(crate) struct Settings {
     pub discover: bool,
     pub retry_until_timeout: bool,
     pub refresh_every: Duration,
+    /// The cluster given to the builder, if any (else learnt on first contact).
+    pub cluster_id: Option<u64>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -69,7 +71,13 @@ pub(crate) struct Transport {
     preferred: AtomicUsize,
     last_refresh: Mutex<Option<Instant>>,
     requests: AtomicU64,
+    /// The cluster this client talks to, 0 until the first node that answers names one. Sent with
+    /// every request (`x-leafraft-cluster-id`): a node of another cluster serves nothing.
+    cluster_id: AtomicU64,
 }
+
+/// The header that names a cluster (the node's `api::pin`).
+const CLUSTER_ID_HEADER: &str = "x-leafraft-cluster-id";
 
 /// `http://host:port` without a trailing slash (a bare `host:port` gets `http://`, or `https://`
 /// when `tls`).
@@ -96,10 +104,12 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// One attempt's failure, and whether the request surely never left.
+/// One attempt's failure, whether the request surely never left (or was refused unserved), and
+/// whether the node belongs to another cluster (then the next node is asked).
 struct Failure {
     error: ClientError,
     unsent: bool,
+    foreign: bool,
 }
 
 impl Transport {
@@ -123,6 +133,7 @@ impl Transport {
         }
         let http = http.build().map_err(|e| ClientError::Config(chain(&e)))?;
         let nodes = RwLock::new(Arc::new(settings.seeds.clone()));
+        let settings_cluster_id = settings.cluster_id.unwrap_or(0);
         Ok(Transport {
             http,
             settings,
@@ -130,6 +141,7 @@ impl Transport {
             preferred: AtomicUsize::new(0),
             last_refresh: Mutex::new(None),
             requests: AtomicU64::new(0),
+            cluster_id: AtomicU64::new(settings_cluster_id),
         })
     }
 
@@ -186,7 +198,7 @@ impl Transport {
                     }
                     Err(failure) => {
                         let again = match repeat {
-                            Repeat::Safe | Repeat::OneRound => failure.error.is_transient(),
+                            Repeat::Safe | Repeat::OneRound => failure.error.is_transient() || failure.foreign,
                             Repeat::Never => failure.unsent,
                         };
                         if !again {
@@ -210,7 +222,8 @@ impl Transport {
 
     fn give_up(&self, last: Option<ClientError>, started: Instant, timed_out: bool) -> ClientError {
         match last {
-            Some(error) if !timed_out => error,
+            // A node of another cluster is the answer, not a reason to wait longer.
+            Some(error) if !timed_out || error.code() == Some(ErrorCode::ClusterMismatch) => error,
             Some(error) => ClientError::Timeout { waited: started.elapsed(), last: error.to_string() },
             None => ClientError::Timeout { waited: started.elapsed(), last: "no attempt fitted in the time".into() },
         }
@@ -232,18 +245,66 @@ impl Transport {
         if let Some(body) = body {
             request = request.json(body);
         }
+        let pinned = self.cluster_id.load(Relaxed);
+        if pinned != 0 {
+            request = request.header(CLUSTER_ID_HEADER, format!("{pinned:016x}"));
+        }
         self.requests.fetch_add(1, Relaxed);
         let transport = |e: reqwest::Error| Failure {
             unsent: e.is_connect(),
+            foreign: false,
             error: ClientError::Transport(format!("{url}: {}", chain(&e))),
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
+        self.check_cluster(&url, pinned, status.as_u16(), response.headers())?;
         let bytes = response.bytes().await.map_err(transport)?;
         if status.is_success() {
             return Ok(bytes.to_vec());
         }
-        Err(Failure { unsent: false, error: api_error(&url, status.as_u16(), &bytes) })
+        let error = api_error(&url, status.as_u16(), &bytes);
+        // A node that knows no cluster yet refuses a pinned request without naming one.
+        let foreign = pinned != 0 && error.code() == Some(ErrorCode::ClusterMismatch) && status.as_u16() == 409;
+        Err(Failure { unsent: foreign, foreign, error })
+    }
+
+    /// Learns the cluster from the first answer that names one, and refuses an answer of another
+    /// cluster (a node of a second cluster at a member's address).
+    fn check_cluster(
+        &self,
+        url: &str,
+        pinned: u64,
+        status: u16,
+        headers: &reqwest::header::HeaderMap,
+    ) -> Result<(), Failure> {
+        let Some(answered) = headers
+            .get(CLUSTER_ID_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|text| u64::from_str_radix(text, 16).ok())
+            .filter(|id| *id != 0)
+        else {
+            return Ok(());
+        };
+        let expected = match self.cluster_id.compare_exchange(0, answered, Relaxed, Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(expected) => expected,
+        };
+        if answered == expected {
+            return Ok(());
+        }
+        let message = format!("{url} belongs to cluster {answered:016x}, this client talks to cluster {expected:016x}");
+        // Refused unserved when the node saw the pin (409); an answer without it is dropped.
+        let unsent = pinned == expected && status == 409;
+        Err(Failure {
+            unsent,
+            foreign: true,
+            error: ClientError::Api { status: 409, code: ErrorCode::ClusterMismatch, message },
+        })
+    }
+
+    /// The cluster this client talks to, once known.
+    pub fn cluster_id(&self) -> Option<u64> {
+        Some(self.cluster_id.load(Relaxed)).filter(|id| *id != 0)
     }
 
     /// Refreshes the node list when it is older than the refresh period.

@@ -134,6 +134,9 @@ pub struct ClusterStatus {
     pub nodes: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster_id: Option<String>,
+    /// Members at whose address a node of another cluster answered (node ID → its cluster ID).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub foreign_clusters: BTreeMap<String, String>,
     #[serde(default)]
     pub incarnations: BTreeMap<String, String>,
     pub commit_index: Option<u64>,

@@ -23,6 +23,8 @@
 //! If the entries were lost in a crash before their sync, nothing outside the old leader ever
 //! learned that they were committed, so they may be overwritten like any uncommitted entry.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
@@ -69,6 +71,8 @@ pub struct LocalDurability {
     node_id: Option<NodeId>,
     written: Mutex<Written>,
     durable: watch::Sender<Durable>,
+    /// The term of the latest vote this log saved (`raft::amnesia` reads it after the log's end).
+    vote_term: AtomicU64,
 }
 
 /// The wait for durability ended with a failed sync: the node must stop (fail-stop).
@@ -83,6 +87,7 @@ impl LocalDurability {
             node_id,
             written: Mutex::new(Written::default()),
             durable: watch::Sender::new(Durable { end: 0, failed: false }),
+            vote_term: AtomicU64::new(0),
         }
     }
 
@@ -116,6 +121,22 @@ impl LocalDurability {
             durable.end = durable.end.min(since);
             lowered
         });
+    }
+
+    /// Records that the log saved a vote of `term` (at open, and after every vote it saves; before
+    /// any truncation that vote's leader causes).
+    pub fn voted(&self, term: u64) {
+        self.vote_term.fetch_max(term, Ordering::SeqCst);
+    }
+
+    /// The term of the latest vote saved.
+    pub fn vote_term(&self) -> u64 {
+        self.vote_term.load(Ordering::SeqCst)
+    }
+
+    /// The index of the last entry the log holds (purged entries included), `None` when empty.
+    pub fn last_index(&self) -> Option<u64> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner).end.checked_sub(1)
     }
 
     /// Call right before a sync starts: what it will cover.

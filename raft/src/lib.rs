@@ -20,6 +20,7 @@
 
 use std::io::Cursor;
 
+pub mod amnesia;
 pub mod codec;
 pub mod durability;
 pub mod lease;
@@ -31,6 +32,7 @@ pub mod state_machine;
 pub mod tag;
 pub mod timeseq;
 
+pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use lease::LeaderLease;
@@ -73,6 +75,7 @@ pub mod typ {
     pub type Entry = openraft::Entry<TypeConfig>;
     pub type LogId = openraft::LogId<NodeId>;
     pub type Vote = openraft::Vote<NodeId>;
+    pub type LeaderId = openraft::LeaderId<NodeId>;
     pub type StoredMembership = openraft::StoredMembership<NodeId, Node>;
     pub type Membership = openraft::Membership<NodeId, Node>;
     pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, Node>;

@@ -14,6 +14,7 @@ mod namespaces;
 pub mod openapi;
 mod path_tag;
 mod peer;
+mod pin;
 mod segments;
 mod snowflakes;
 pub mod status;
@@ -75,6 +76,8 @@ pub struct Services {
     pub mutual_tls: bool,
     /// Where refused requests are logged, at a bounded rate.
     pub refusals: Arc<crate::refusals::RefusalLog>,
+    /// Refuses appends to a log that went back in time, and counts such refusals as leader.
+    pub amnesia: Arc<raft::AmnesiaGuard>,
 }
 
 /// The node's routes. `failing` turns true when the node's storage fails (see
@@ -121,6 +124,9 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
         .route("/api/timeseq/get/{ns}", get(timeseq::leaf_get))
         .with_state(state.clone())
         .merge(peer_routes(state.clone()))
+        // Inside the gate, so a request pinned to another cluster is refused after the credential
+        // check and counted like any answer.
+        .route_layer(pin::PinLayer::new(pin::ClusterPin::new(state.cluster.identity().clone())))
         .route_layer(gate)
         .fallback(not_found)
 }
@@ -128,7 +134,11 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
 /// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.
 fn peer_routes(state: AppState) -> Router {
     crate::cluster::peer_routes(state.cluster.clone())
-        .merge(raft::network::routes(state.cluster.raft().clone(), state.cluster.lease().clone()))
+        .merge(raft::network::routes(
+            state.cluster.raft().clone(),
+            state.cluster.lease().clone(),
+            state.amnesia.clone(),
+        ))
         .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }
 
@@ -151,7 +161,8 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         tags: state.segments.stats(),
         snowflake: state.snowflakes.status(),
         snowflake_years_left: state.snowflakes.years_left(),
-        identity_refusals: state.cluster.identity().refusals(),
+        identity_refusals: [state.cluster.identity().refusals(), vec![("amnesiac", state.amnesia.refusals())]].concat(),
+        foreign_clusters: state.cluster.identity().foreign_clusters(),
         timeseq: state.timeseq.event_counts(),
     };
     let text = state.metrics.render(&scrape);

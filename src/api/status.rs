@@ -217,6 +217,12 @@ fn members(page: &Page) -> Markup {
                 }
             }
         } }
+        @for (id, other) in &c.foreign_clusters {
+            p.bad data-foreign=(id) {
+                "Node " (id) "'s address answers as a node of another cluster (" (other) "): it is refused; \
+                 was its data dir wiped and a new cluster founded there?"
+            }
+        }
         @if c.replication.is_none() {
             @match c.leader_id.and_then(|id| c.nodes.get(&id)) {
                 Some(addr) => p.muted {

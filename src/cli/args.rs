@@ -154,6 +154,10 @@ pub struct ServeArgs {
     /// Members of a running cluster to ask for admission, `HOST:PORT[,HOST:PORT]`.
     #[arg(long, env = "LEAFRAFT_JOIN")]
     pub join: Option<String>,
+    /// On an empty data dir: `new` founds a cluster, `existing` waits to be added [default: new on
+    /// a loopback address; elsewhere one must be given, or --join].
+    #[arg(long, env = "LEAFRAFT_INITIAL_CLUSTER_STATE", value_name = "new|existing")]
+    pub initial_cluster_state: Option<String>,
     /// Stay a learner after joining (serves IDs, does not vote).
     #[arg(long, env = "LEAFRAFT_LEARNER", action = ArgAction::SetTrue)]
     pub learner: bool,
@@ -238,6 +242,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             initial_cluster: self.initial_cluster.clone(),
             join: self.join.clone(),
+            initial_cluster_state: self.initial_cluster_state.clone(),
             learner: self.learner.then_some(true),
             secret: security.secret.clone().map(Into::into),
             secret_file: security.secret_file.clone(),

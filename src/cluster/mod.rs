@@ -20,6 +20,7 @@
 
 mod catch_up;
 mod forward;
+mod incarnations;
 mod leader;
 mod membership;
 mod readiness;
@@ -49,6 +50,7 @@ pub use self::forward::Hello;
 pub use self::forward::HelloError;
 pub use self::forward::HttpPeers;
 pub use self::forward::Peers;
+pub use self::incarnations::record_unknown_incarnations;
 use self::leader::Attempt;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;

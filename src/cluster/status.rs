@@ -34,6 +34,11 @@ pub struct ClusterStatus {
     #[serde(default)]
     #[schema(value_type = BTreeMap<String, String>)]
     pub incarnations: BTreeMap<NodeId, String>,
+    /// Members at whose address a node of another cluster answered this node, with that
+    /// cluster's ID (a wiped member that founded a new cluster, say); absent when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub foreign_clusters: BTreeMap<NodeId, String>,
     pub commit_index: Option<u64>,
     pub applied_index: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +90,7 @@ impl Cluster {
             nodes,
             cluster_id,
             incarnations,
+            foreign_clusters: self.identity.foreign_clusters().into_iter().map(|(id, c)| (id, hex_id(c))).collect(),
             commit_index: self.store.log.committed_index().max(metrics.last_applied.map(|id| id.index)),
             applied_index: metrics.last_applied.map(|id| id.index),
             replication,

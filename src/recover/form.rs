@@ -32,9 +32,7 @@ pub async fn form(
     let fail = |what: &str, e: &dyn std::fmt::Display| RecoverError(format!("{what}: {e}"));
     let owned = dir.to_path_buf();
     let (identity, store) = tokio::task::spawn_blocking(move || {
-        let identity = storage::identity::load_or_create_identity(&owned, node_id)?;
-        let store = storage::open(&owned, &storage::StoreOptions::default())?;
-        Ok::<_, storage::OpenError>((identity, store))
+        storage::identity::open_member(&owned, node_id, &storage::StoreOptions::default())
     })
     .await
     .map_err(|e| fail("creating the new store failed", &e))?

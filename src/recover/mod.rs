@@ -207,7 +207,10 @@ impl std::fmt::Display for Report {
         }
         write!(
             f,
-            "next: leafraft serve --node-id {} --advertise {} --data-dir {}; then start new members with --join {}",
+            // `existing`: this command line, run again on an empty directory, must never found a
+            // cluster of its own at the member's address.
+            "next: leafraft serve --node-id {} --advertise {} --data-dir {} --initial-cluster-state existing; then \
+             start new members with --join {}",
             self.node_id,
             self.advertise,
             self.data_dir.display(),

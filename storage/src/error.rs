@@ -53,6 +53,15 @@ pub enum OpenError {
         dir.display()
     )]
     ForeignIdentity { dir: PathBuf, owner: u64, node_id: u64 },
+    /// The store was created for another incarnation than the identity file names: the directory
+    /// mixes files of two disks (a store copied or restored next to another identity).
+    #[error(
+        "cannot start on the data dir {}: its store belongs to incarnation {store:016x}, its identity file names \
+         incarnation {identity:016x}; the directory mixes two disks. Rebuild this member: run `leafraft cluster \
+         remove --node-id <ID>`, empty the directory and start it with --join",
+        dir.display()
+    )]
+    IncarnationMismatch { dir: PathBuf, store: u64, identity: u64 },
     /// sled failed for another reason (unsupported configuration, internal bug).
     #[error("cannot open the store in {}: {detail}", dir.display())]
     Engine { dir: PathBuf, detail: String },

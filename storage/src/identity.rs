@@ -21,6 +21,8 @@ use serde::Serialize;
 use tracing::info;
 
 use crate::OpenError;
+use crate::Store;
+use crate::StoreOptions;
 
 /// The identity file's name inside the data directory.
 pub const IDENTITY_FILE: &str = "leafraft-identity";
@@ -67,6 +69,54 @@ pub fn load_or_create_identity(dir: &Path, node_id: u64) -> Result<MemberIdentit
         }
         Err(e) => Err(io_error(e)),
     }
+}
+
+/// Loads (or creates) the identity of `dir`, opens its store and binds the two: the store records
+/// the incarnation it was created for, so a directory cannot come back as a member it no longer
+/// holds the log of.
+///
+/// - A store recording another incarnation than the identity file is refused
+///   ([`OpenError::IncarnationMismatch`]): the directory mixes two disks.
+/// - A store created now next to an identity file that existed before (the store was deleted, the
+///   identity kept) gets a new incarnation first, durably: the node is then, to its peers, what it
+///   is, a member that lost its data, and takes the wiped-member path (refused by every member
+///   that records its old disk, rebuilt with `cluster remove` and `--join`). Refusing to start
+///   would only make the operator delete the identity file to reach the same state.
+/// - A store from before stores recorded their incarnation records the identity's.
+pub fn open_member(dir: &Path, node_id: u64, options: &StoreOptions) -> Result<(MemberIdentity, Store), OpenError> {
+    let identity_existed = dir.join(IDENTITY_FILE).exists();
+    let mut identity = load_or_create_identity(dir, node_id)?;
+    let store = crate::open(dir, options)?;
+    match store.recorded_incarnation(dir)? {
+        Some(recorded) if recorded == identity.incarnation => return Ok((identity, store)),
+        Some(recorded) => {
+            return Err(OpenError::IncarnationMismatch {
+                dir: dir.into(),
+                store: recorded,
+                identity: identity.incarnation,
+            })
+        }
+        None if store.created_at_open() && identity_existed => {
+            let old = identity.incarnation;
+            identity = MemberIdentity { node_id, incarnation: random_nonzero_id().map_err(|e| io_error(dir, e))? };
+            write_durably(dir, &encode(&identity)).map_err(|e| io_error(dir, e))?;
+            tracing::warn!(
+                dir = %dir.display(),
+                node_id,
+                old = %format!("{old:016x}"),
+                new = %format!("{:016x}", identity.incarnation),
+                "the store is new but the identity file is not (the store was deleted): new incarnation; \
+                 members that recorded the old one refuse this node as a wiped member"
+            );
+        }
+        None => {}
+    }
+    store.record_incarnation(dir, identity.incarnation)?;
+    Ok((identity, store))
+}
+
+fn io_error(dir: &Path, source: io::Error) -> OpenError {
+    OpenError::Io { dir: dir.into(), source }
 }
 
 /// Whether `dir` already holds a store (its marker or sled's data file).

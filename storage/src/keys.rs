@@ -9,6 +9,8 @@ pub const FORMAT: &[u8] = b"format";
 pub const VOTE: &[u8] = b"vote";
 pub const COMMITTED: &[u8] = b"committed";
 pub const LAST_PURGED: &[u8] = b"last_purged";
+/// The member incarnation (`u64`) the store was created for (see `identity::open_member`).
+pub const INCARNATION: &[u8] = b"incarnation";
 
 /// State-machine keys (keyspace `StateMachine`).
 pub const LAST_APPLIED: &[u8] = b"last_applied";

@@ -132,6 +132,23 @@ impl Store {
         self.created
     }
 
+    /// The member incarnation this store records it was created for (`None`: a store from before
+    /// stores recorded one, or one not bound yet).
+    pub(crate) fn recorded_incarnation(&self, dir: &Path) -> Result<Option<u64>, OpenError> {
+        let load_error = |e: error::Error| OpenError::from_load(dir.into(), "incarnation", e);
+        let bytes = self.engine.get(Keyspace::Meta, keys::INCARNATION).map_err(|e| load_error(e.into()))?;
+        bytes.map(|bytes| codec::decode::<u64>(&bytes).map_err(|e| load_error(e.into()))).transpose()
+    }
+
+    /// Records durably that this store belongs to `incarnation`.
+    pub(crate) fn record_incarnation(&self, dir: &Path, incarnation: u64) -> Result<(), OpenError> {
+        let load_error = |e: error::Error| OpenError::from_load(dir.into(), "incarnation", e);
+        let mut batch = Batch::default();
+        batch.put(keys::INCARNATION, codec::encode(&incarnation).map_err(|e| load_error(e.into()))?);
+        self.engine.write(Keyspace::Meta, batch).map_err(|e| load_error(e.into()))?;
+        self.engine.sync_blocking().map_err(|e| load_error(e.into()))
+    }
+
     /// Makes everything written so far durable (flush plus `fdatasync`); used at shutdown.
     pub async fn flush(&self) -> io::Result<()> {
         self.engine.sync().await.map_err(|e| match e {

@@ -55,6 +55,9 @@ impl LogStore {
             durability: Arc::new(LocalDurability::new(local_node)),
             vote: Arc::new(Mutex::new(vote)),
         };
+        if let Some(vote) = &vote {
+            store.durability.voted(vote.leader_id.term);
+        }
         store.get_meta::<typ::LogId>(keys::COMMITTED).map_err(|e| ("committed log id", e))?;
         let purged = store.get_meta::<typ::LogId>(keys::LAST_PURGED).map_err(|e| ("last purged log id", e))?;
         let last = store.last_entry().map_err(|e| ("last log entry", e))?;
@@ -203,6 +206,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // nothing to the next one before its early-counted entries are on disk.
         self.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
         *self.vote.lock().unwrap_or_else(PoisonError::into_inner) = Some(*vote);
+        self.durability.voted(vote.leader_id.term);
         info!(term = vote.leader_id.term, node = vote.leader_id.node_id, committed = vote.committed, "vote saved");
         Ok(())
     }

@@ -17,6 +17,7 @@ mod fixtures;
 
 mod t10_election;
 mod t20_restart;
+mod t21_amnesia;
 mod t22_idle_buffers;
 mod t30_membership;
 mod t40_snapshot;

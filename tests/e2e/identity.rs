@@ -104,6 +104,25 @@ async fn a_second_cluster_on_the_same_hosts_cannot_join_vote_or_append() {
         }
     })
     .await;
+    // A's members say so (issue 24): a gauge per member on /metrics, and /v1/cluster.
+    wait_until(TIMEOUT, "an A member to report another cluster at node 3's address", || {
+        let urls: Vec<String> = others.iter().map(|&id| a.url(id)).collect();
+        let b_id = b_id.clone();
+        async move {
+            for url in urls {
+                let text = reqwest::get(format!("{url}/metrics")).await.map_err(|e| e.to_string())?;
+                let text = text.text().await.map_err(|e| e.to_string())?;
+                let gauge = metric(&text, "leafraft_member_foreign_cluster", &[("node_id", "3")]).unwrap_or(0.0);
+                let status = reqwest::get(format!("{url}/v1/cluster")).await.map_err(|e| e.to_string())?;
+                let status: serde_json::Value = status.json().await.map_err(|e| e.to_string())?;
+                if gauge == 1.0 && status["foreign_clusters"]["3"] == b_id.as_str() {
+                    return Ok(());
+                }
+            }
+            Err("no A member reports it yet".to_string())
+        }
+    })
+    .await;
     let gone = if a_leader == 2 { 1 } else { 2 };
     let left = 3 - gone;
     a.kill(gone);

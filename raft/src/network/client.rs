@@ -22,9 +22,12 @@ use serde::Serialize;
 use super::identity::Addressee;
 use super::identity::IdentityCheck;
 use super::identity::PeerIdentity;
+use super::identity::MATCHED_HEADER;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
+use crate::amnesia::AmnesiaGuard;
+use crate::amnesia::AMNESIAC_CODE;
 use crate::codec;
 use crate::lease;
 use crate::lease::LeaderLease;
@@ -86,7 +89,7 @@ pub async fn post_bincode<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, None, body, timeout).await.map(|exchanged| exchanged.answer)
+    post(client, url, secret, None, &[], body, timeout).await.map(|exchanged| exchanged.answer)
 }
 
 /// Who sends a [`post_bincode_as`], and whom it means to reach.
@@ -108,7 +111,7 @@ pub async fn post_bincode_as<Req: Serialize, Resp: DeserializeOwned>(
     body: &Req,
     timeout: Duration,
 ) -> Result<Resp, PostError> {
-    post(client, url, secret, Some(sender), body, timeout).await.map(|exchanged| exchanged.answer)
+    post(client, url, secret, Some(sender), &[], body, timeout).await.map(|exchanged| exchanged.answer)
 }
 
 /// A decoded answer and what its headers said beside it.
@@ -123,6 +126,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
     url: &str,
     secret: Option<&str>,
     sender: Option<Sender<'_>>,
+    extra: &[(&'static str, String)],
     body: &Req,
     timeout: Duration,
 ) -> Result<Exchanged<Resp>, PostError> {
@@ -140,6 +144,9 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         }
         request = request.headers(headers);
     }
+    for (name, value) in extra {
+        request = request.header(*name, value);
+    }
     let response = request.send().await.map_err(|e| transport_error(url, &e))?;
     let status = response.status();
     if let Some(sender) = &sender {
@@ -154,11 +161,15 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         // Only the identity check of a peer's `/raft/*` layer answers 409 there, with the API's
         // error body; its message is what an operator needs.
         if status == StatusCode::CONFLICT && sender.is_some() {
-            let message = serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v.pointer("/error/message").and_then(|m| m.as_str()).map(str::to_string))
-                .unwrap_or(body);
-            return Err(PostError::Refused(format!("POST {url}: refused by the peer: {message}")));
+            let answer = serde_json::from_str::<serde_json::Value>(&body).ok();
+            let field = |name: &str| answer.as_ref().and_then(|v| v.pointer(name)?.as_str().map(str::to_string));
+            let message = field("/error/message").unwrap_or(body);
+            // A follower that found its own log gone back in time (`crate::amnesia`) says so.
+            let amnesiac = field("/error/code").filter(|code| code == AMNESIAC_CODE).map(|code| format!(" {code}:"));
+            return Err(PostError::Refused(format!(
+                "POST {url}: refused by the peer:{} {message}",
+                amnesiac.unwrap_or_default()
+            )));
         }
         return Err(PostError::Status { status: status.as_u16(), body });
     }
@@ -269,12 +280,19 @@ pub struct NetworkFactory {
     /// `http` or `https`: every member of a cluster speaks the same (the members' addresses are
     /// `host:port`).
     scheme: &'static str,
+    /// Records what followers matched and sends it with each append (`crate::amnesia`).
+    amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
 impl NetworkFactory {
     /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity, lease: Arc::new(LeaderLease::disabled()), scheme: "http" }
+        Self { client, secret, identity, lease: Arc::new(LeaderLease::disabled()), scheme: "http", amnesia: None }
+    }
+
+    /// Sends each follower, with every append, the highest index it was seen to match.
+    pub fn with_amnesia_guard(self, amnesia: Arc<AmnesiaGuard>) -> Self {
+        Self { amnesia: Some(amnesia), ..self }
     }
 
     /// Records every accepted append in `lease`.
@@ -308,6 +326,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             secret: self.secret.clone(),
             identity: Arc::clone(&self.identity),
             lease: Arc::clone(&self.lease),
+            amnesia: self.amnesia.clone(),
             target,
             target_incarnation: node.incarnation,
             append_url: format!("{base}{APPEND_PATH}"),
@@ -323,6 +342,7 @@ pub struct Connection {
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
     lease: Arc<LeaderLease>,
+    amnesia: Option<Arc<AmnesiaGuard>>,
     target: NodeId,
     /// What the membership openraft replicates with records for the target (0: unknown).
     target_incarnation: u64,
@@ -344,13 +364,19 @@ impl fmt::Debug for Connection {
 impl Connection {
     /// One RPC: the answer is the peer's `Result<Resp, RaftError<E>>`, unwrapped into openraft's
     /// error taxonomy.
-    async fn call<Req, Resp, E>(&self, url: &str, rpc: &Req, option: &RPCOption) -> Result<Resp, typ::RPCError<E>>
+    async fn call<Req, Resp, E>(
+        &self,
+        url: &str,
+        rpc: &Req,
+        extra: &[(&'static str, String)],
+        option: &RPCOption,
+    ) -> Result<Resp, typ::RPCError<E>>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
-        self.call_reading_hold(url, rpc, option).await.0
+        self.call_reading_hold(url, rpc, extra, option).await.0
     }
 
     /// [`Connection::call`], with the vote hold the peer reported beside its answer.
@@ -358,6 +384,7 @@ impl Connection {
         &self,
         url: &str,
         rpc: &Req,
+        extra: &[(&'static str, String)],
         option: &RPCOption,
     ) -> (Result<Resp, typ::RPCError<E>>, Option<Duration>)
     where
@@ -366,8 +393,14 @@ impl Connection {
         E: StdError + DeserializeOwned,
     {
         let sender = Sender { identity: &self.identity, target: Some((self.target, self.target_incarnation)) };
-        let exchanged =
-            post(&self.client, url, self.secret.as_deref(), Some(sender), rpc, option.hard_ttl()).await.map_err(|e| {
+        let exchanged = post(&self.client, url, self.secret.as_deref(), Some(sender), extra, rpc, option.hard_ttl())
+            .await
+            .map_err(|e| {
+                if let (PostError::Refused(reason), Some(amnesia)) = (&e, &self.amnesia) {
+                    if reason.contains(AMNESIAC_CODE) {
+                        amnesia.refused(self.target, reason);
+                    }
+                }
                 if e.is_connect() || matches!(e, PostError::Refused(_)) {
                     // A peer that refuses connections is down or not started yet. `Unreachable`
                     // makes openraft wait `backoff()` before the next attempt; `Network` would
@@ -397,7 +430,13 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
         let (vote, sent_at) = (rpc.vote, self.lease.sending_append(&rpc));
-        let (answer, hold) = self.call_reading_hold(&self.append_url, &rpc, &option).await;
+        let target = (self.target, self.target_incarnation);
+        let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(target, &rpc));
+        let extra: Vec<_> = matched.map(|index| (MATCHED_HEADER, index.to_string())).into_iter().collect();
+        let (answer, hold) = self.call_reading_hold(&self.append_url, &rpc, &extra, &option).await;
+        if let (Ok(answer), Some(amnesia)) = (&answer, &self.amnesia) {
+            amnesia.record(target, &rpc, answer);
+        }
         if let Ok(response) = &answer {
             self.lease.append_answered(self.target, &vote, sent_at, response, hold);
         }
@@ -410,10 +449,10 @@ impl RaftNetwork<TypeConfig> for Connection {
         option: RPCOption,
     ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
         self.lease.sending_snapshot(&rpc.meta);
-        self.call(&self.snapshot_url, &rpc, &option).await
+        self.call(&self.snapshot_url, &rpc, &[], &option).await
     }
 
     async fn vote(&mut self, rpc: typ::VoteRequest, option: RPCOption) -> Result<typ::VoteResponse, typ::RPCError> {
-        self.call(&self.vote_url, &rpc, &option).await
+        self.call(&self.vote_url, &rpc, &[], &option).await
     }
 }

@@ -40,6 +40,11 @@ pub const MEMBERSHIP_HEADER: &str = "x-leafraft-membership";
 pub const TO_NODE_ID_HEADER: &str = "x-leafraft-to-node-id";
 pub const TO_INCARNATION_HEADER: &str = "x-leafraft-to-incarnation";
 
+// --- Amnesia detection (issue 24, `crate::amnesia`), apart from the identity headers above.
+/// On an append: the highest log index the leader saw the addressee match under its leadership.
+pub const MATCHED_HEADER: &str = "x-leafraft-matched";
+// --- end of amnesia detection.
+
 /// How a cluster ID or an incarnation is shown: 16 hex digits, the form logs and errors use.
 pub fn hex_id(id: u64) -> String {
     format!("{id:016x}")
@@ -213,6 +218,9 @@ pub struct IdentityCheck {
     /// With mutual TLS: whether a peer's certificate (DER) names a node, so that an answer comes
     /// from the member the request meant to reach (set once at start).
     certificate_names: std::sync::OnceLock<CertificateNames>,
+    /// Members at whose address a node of another cluster answered, with that cluster's ID (the
+    /// sending side of the check; cleared once the member answers as itself again).
+    foreign: RwLock<BTreeMap<NodeId, u64>>,
 }
 
 /// Whether a certificate (DER) names a node.
@@ -229,6 +237,7 @@ impl IdentityCheck {
             members: RwLock::new((MembershipMark::default(), BTreeMap::new())),
             refusals: Default::default(),
             certificate_names: std::sync::OnceLock::new(),
+            foreign: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -307,7 +316,15 @@ impl IdentityCheck {
     /// Checks the answer of a peer this node sent to: `expected` is the node it meant to reach
     /// and the incarnation its membership records (0: unknown), when it knows them.
     pub fn check_responder(&self, peer: &PeerIdentity, expected: Option<(NodeId, u64)>) -> Result<(), Mismatch> {
-        self.check_cluster(peer)?;
+        let cluster = self.check_cluster(peer);
+        if let Some((member, _)) = expected {
+            let mut foreign = self.foreign.write().unwrap_or_else(PoisonError::into_inner);
+            match &cluster {
+                Err(Mismatch::Cluster { peer, .. }) => foreign.insert(member, *peer),
+                _ => foreign.remove(&member),
+            };
+        }
+        cluster?;
         let Some((expected, recorded)) = expected else { return Ok(()) };
         if peer.node_id != expected {
             return Err(Mismatch::NodeId { expected, presented: peer.node_id });
@@ -321,6 +338,11 @@ impl IdentityCheck {
             return Err(Mismatch::Cluster { local, peer: peer.cluster_id, peer_node: peer.node_id });
         }
         Ok(())
+    }
+
+    /// The members at whose address a node of another cluster answered, with its cluster ID.
+    pub fn foreign_clusters(&self) -> BTreeMap<NodeId, u64> {
+        self.foreign.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Counts a refusal and logs it once. `what` says which message was refused.

@@ -9,6 +9,7 @@ use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::response::Response;
@@ -19,11 +20,15 @@ use openraft::error::RaftError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::identity::MATCHED_HEADER;
 use super::snapshot_guard::Refusal;
 use super::snapshot_guard::SnapshotGuard;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
+use crate::amnesia::Amnesia;
+use crate::amnesia::AmnesiaGuard;
+use crate::amnesia::AMNESIAC_CODE;
 use crate::codec;
 use crate::lease;
 use crate::lease::LeaderLease;
@@ -41,8 +46,11 @@ pub(super) const MAX_BODY_BYTES: usize = codec::MAX_RPC_BYTES;
 /// There is no authentication here: the node wraps all of `/raft/*` in its own auth layer.
 /// Vote requests pass `lease` first: this node holds its vote back while it may hold a lease
 /// as leader ([`LeaderLease::admit_vote`]).
-pub fn routes(raft: Raft, lease: Arc<LeaderLease>) -> Router {
-    router(Leased { raft, lease })
+///
+/// Appends pass `amnesia` first: one whose leader saw this node match an index its log no longer
+/// reaches is refused (409 `MEMBER_AMNESIAC`) and never reaches openraft ([`AmnesiaGuard::admit`]).
+pub fn routes(raft: Raft, lease: Arc<LeaderLease>, amnesia: Arc<AmnesiaGuard>) -> Router {
+    router(Leased { raft, lease, amnesia: Some(amnesia) })
 }
 
 /// A `RaftRpc` whose votes wait while this node's leader lease may hold.
@@ -50,6 +58,7 @@ pub fn routes(raft: Raft, lease: Arc<LeaderLease>) -> Router {
 struct Leased<R> {
     raft: R,
     lease: Arc<LeaderLease>,
+    amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
 impl<R: RaftRpc> RaftRpc for Leased<R> {
@@ -59,6 +68,10 @@ impl<R: RaftRpc> RaftRpc for Leased<R> {
 
     fn vote_hold(&self) -> Option<Duration> {
         self.lease.own_hold()
+    }
+
+    fn admit_append(&self, rpc: &typ::AppendEntriesRequest, matched: Option<u64>) -> Result<(), Amnesia> {
+        self.amnesia.as_ref().map_or(Ok(()), |amnesia| amnesia.admit(&rpc.vote, matched))
     }
 
     fn append(
@@ -114,6 +127,11 @@ pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
         None
     }
 
+    /// Whether an append whose leader saw this node match `matched` may reach openraft.
+    fn admit_append(&self, _rpc: &typ::AppendEntriesRequest, _matched: Option<u64>) -> Result<(), Amnesia> {
+        Ok(())
+    }
+
     fn append(
         &self,
         rpc: typ::AppendEntriesRequest,
@@ -160,8 +178,17 @@ pub(super) fn router<R: RaftRpc>(raft: R) -> Router {
         .with_state(raft)
 }
 
-async fn append<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {
-    let mut response = handle(APPEND_PATH, &body, raft.id(), |rpc| raft.append(rpc)).await;
+async fn append<R: RaftRpc>(State(raft): State<R>, headers: HeaderMap, body: Bytes) -> Response {
+    let rpc: typ::AppendEntriesRequest = match decode_body(&body, raft.id()) {
+        Ok(rpc) => rpc,
+        Err(reason) => return bad_request(APPEND_PATH, body.len(), reason),
+    };
+    let matched = headers.get(MATCHED_HEADER).and_then(|value| value.to_str().ok()?.parse().ok());
+    if let Err(amnesia) = raft.admit_append(&rpc, matched) {
+        let body = serde_json::json!({ "error": { "code": AMNESIAC_CODE, "message": amnesia.to_string() } });
+        return (StatusCode::CONFLICT, axum::Json(body)).into_response();
+    }
+    let mut response = reply(APPEND_PATH, &raft.append(rpc).await);
     if let Some(hold) = raft.vote_hold() {
         response.headers_mut().insert(lease::VOTE_HOLD_HEADER, axum::http::HeaderValue::from(hold.as_millis() as u64));
     }

@@ -11,6 +11,7 @@ use crate::segments::BufferState;
 fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
     let nodes: BTreeMap<u64, String> = [1, 2, 3, 4].iter().map(|id| (*id, format!("127.0.0.1:900{id}"))).collect();
     ClusterStatus {
+        foreign_clusters: Default::default(),
         node_id,
         role: if leader == Some(node_id) { "leader" } else { "follower" }.to_string(),
         leader_id: leader,

@@ -29,6 +29,7 @@ fn scrape(stats: SegmentStats) -> Scrape {
     Scrape {
         now_ms: 0,
         cluster: crate::cluster::ClusterStatus {
+            foreign_clusters: Default::default(),
             node_id: 1,
             role: "leader".into(),
             leader_id: Some(1),
@@ -47,6 +48,7 @@ fn scrape(stats: SegmentStats) -> Scrape {
         snowflake: crate::snowflakes::SnowflakeStatus::default(),
         snowflake_years_left: 0.0,
         identity_refusals: Vec::new(),
+        foreign_clusters: Default::default(),
         timeseq: Vec::new(),
     }
 }

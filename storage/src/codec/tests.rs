@@ -15,6 +15,7 @@
 //! Issue 13 appended the time-sequence registry to
 //! the state machine (trailing bytes of the snapshot data) and `CreateNamespace`, `ClaimTimeseq`
 //! and `RestoreTimeseq` to `Request`. Issue 17 (batched import) appended `ImportTags`.
+//! Issue 24 added the store's incarnation record (a `u64` under its own key; nothing else changed).
 
 use std::fmt::Debug;
 
@@ -96,6 +97,12 @@ fn snowflake_registry() -> SnowflakeRegistry {
 #[test]
 fn format_marker() {
     golden("format marker", &(), "02");
+}
+
+/// The member incarnation a store records it was created for (issue 24, `keys::INCARNATION`).
+#[test]
+fn store_incarnation() {
+    golden("store incarnation", &0x0102_0304_0506_0708u64, "020807060504030201");
 }
 
 #[test]

@@ -77,3 +77,53 @@ fn a_store_without_identity_is_refused() {
     let err = load_or_create_identity(dir.path(), 1).expect_err("identity gone");
     assert!(err.to_string().contains("is gone although the directory holds a store"), "{err}");
 }
+
+/// The store records the incarnation it was created for (issue 24).
+#[test]
+fn a_store_is_bound_to_the_incarnation_it_was_created_for() {
+    let dir = TempDir::new().expect("temp dir");
+    let options = StoreOptions { fsync: false, ..StoreOptions::default() };
+    let (identity, store) = open_member(dir.path(), 1, &options).expect("create");
+    assert_eq!(store.recorded_incarnation(dir.path()).expect("read"), Some(identity.incarnation));
+    drop(store);
+    let (again, _store) = open_member(dir.path(), 1, &options).expect("reopen");
+    assert_eq!(again, identity);
+}
+
+/// A store deleted next to its identity file comes back under a new incarnation (the peers'
+/// wiped-member path), never as the old one.
+#[test]
+fn a_store_created_next_to_an_old_identity_takes_a_new_incarnation() {
+    let dir = TempDir::new().expect("temp dir");
+    let options = StoreOptions { fsync: false, ..StoreOptions::default() };
+    let (old, store) = open_member(dir.path(), 1, &options).expect("create");
+    drop(store);
+    for entry in fs::read_dir(dir.path()).expect("list") {
+        let path = entry.expect("entry").path();
+        if path.file_name() != Some(IDENTITY_FILE.as_ref()) {
+            if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) }.expect("delete");
+        }
+    }
+    let (new, store) = open_member(dir.path(), 1, &options).expect("open the new store");
+    assert_ne!(new.incarnation, old.incarnation);
+    assert_eq!(store.recorded_incarnation(dir.path()).expect("read"), Some(new.incarnation));
+    assert_eq!(load_or_create_identity(dir.path(), 1).expect("load"), new, "the new incarnation is durable");
+}
+
+/// A store next to the identity file of another disk is refused; a store from before stores
+/// recorded an incarnation records the identity's.
+#[test]
+fn a_store_of_another_incarnation_is_refused_and_an_old_store_is_bound() {
+    let dir = TempDir::new().expect("temp dir");
+    let options = StoreOptions { fsync: false, ..StoreOptions::default() };
+    let identity = load_or_create_identity(dir.path(), 1).expect("create");
+    let store = crate::open(dir.path(), &options).expect("a store without a record, as before issue 24");
+    drop(store);
+    let (bound, store) = open_member(dir.path(), 1, &options).expect("bind the old store");
+    assert_eq!(bound, identity);
+    store.record_incarnation(dir.path(), identity.incarnation ^ 1).expect("record another disk's");
+    drop(store);
+    let Err(err) = open_member(dir.path(), 1, &options) else { panic!("another disk's store must be refused") };
+    assert!(matches!(err, OpenError::IncarnationMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("mixes two disks"), "{err}");
+}
