@@ -21,8 +21,11 @@ pub use timeseq::*;
 mod recover;
 pub use recover::RecoverArgs;
 
+/// `leafraft --version`: the release and the commit it was built from (`build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEAFRAFT_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "leafraft", version, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
+#[command(name = "leafraft", version = VERSION, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
