@@ -63,7 +63,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let mut node = start(config, listener).await?;
     let refused = node.refused.take();
     let failure = node.storage_failure();
+    let identity = node.cluster().identity().clone();
     tokio::select! {
+        // A newer release's entries this binary cannot decode (`cluster::versions`).
+        reason = async move { identity.versions().stopped().await } => {
+            node.stop().await?;
+            Err(RunError(reason))
+        }
         () = shutdown => node.stop().await,
         Some(Refusal(reason)) = async move { refused?.recv().await } => {
             node.stop().await?;
@@ -255,6 +261,7 @@ fn spawn_background(
             }
         }),
         tokio::spawn(async move { catch_up.catch_up().await }),
+        tokio::spawn(crate::cluster::versions::maintain_cluster_version(cluster.clone(), config.hold_cluster_version)),
     ];
     if config.segments.preload {
         background.push(tokio::spawn(preload(cluster.clone(), segments.clone())));

@@ -37,6 +37,7 @@ pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use lease::LeaderLease;
 pub use request::ImportRow;
+pub use request::Needs;
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;

@@ -39,6 +39,13 @@ impl Version {
     }
 }
 
+/// The version of a member or a store that records none: the baseline, which had none.
+impl Default for Version {
+    fn default() -> Version {
+        Version::BASELINE
+    }
+}
+
 /// A decimal number at compile time (the version parts Cargo gives); a build error otherwise.
 const fn parse_u32(text: &str) -> u32 {
     let bytes = text.as_bytes();

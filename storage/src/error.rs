@@ -53,6 +53,15 @@ pub enum OpenError {
         dir.display()
     )]
     ForeignIdentity { dir: PathBuf, owner: u64, node_id: u64 },
+    /// The store's cluster version is newer than this binary: the cluster moved on to a release
+    /// this binary is older than, and this member can no longer go back to it.
+    #[error(
+        "cannot open the store in {}: its cluster version is {found}, but this binary is leafraft {}; the \
+         cluster was upgraded past this release, so run leafraft {found} or newer on this directory",
+        dir.display(),
+        raft::Version::OWN
+    )]
+    ClusterVersionAhead { dir: PathBuf, found: raft::Version },
     /// sled failed for another reason (unsupported configuration, internal bug).
     #[error("cannot open the store in {}: {detail}", dir.display())]
     Engine { dir: PathBuf, detail: String },

@@ -117,6 +117,8 @@ impl PeerIdentity {
         headers.insert(NODE_ID_HEADER, value(self.node_id.to_string()));
         headers.insert(INCARNATION_HEADER, value(hex_id(self.incarnation)));
         headers.insert(MEMBERSHIP_HEADER, value(self.membership.to_string()));
+        // Release versions (issue 26): every message that carries an identity carries the release.
+        super::versions::write_version(headers);
     }
 }
 
@@ -213,6 +215,8 @@ pub struct IdentityCheck {
     /// With mutual TLS: whether a peer's certificate (DER) names a node, so that an answer comes
     /// from the member the request meant to reach (set once at start).
     certificate_names: std::sync::OnceLock<CertificateNames>,
+    /// Release versions (issue 26): what each member reported running.
+    versions: super::versions::PeerVersions,
 }
 
 /// Whether a certificate (DER) names a node.
@@ -229,7 +233,14 @@ impl IdentityCheck {
             members: RwLock::new((MembershipMark::default(), BTreeMap::new())),
             refusals: Default::default(),
             certificate_names: std::sync::OnceLock::new(),
+            versions: Default::default(),
         }
+    }
+
+    /// Release versions (issue 26): what each member reported, and this node's stop on meeting
+    /// a newer release's entries.
+    pub fn versions(&self) -> &super::versions::PeerVersions {
+        &self.versions
     }
 
     /// From now on, an answer over TLS to a request meant for a known node must come with a

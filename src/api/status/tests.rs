@@ -28,6 +28,9 @@ fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatu
                 .map(|(id, matched)| (*id, ReplicationStatus { matched_index: Some(*matched), lag: 42 - matched }))
                 .collect()
         }),
+        version: "0.2.0".into(),
+        cluster_version: "0.1.0".into(),
+        versions: [(1, "0.2.0".to_string()), (3, "0.1.0".to_string())].into(),
     }
 }
 
