@@ -21,10 +21,13 @@ post() { curl -sf -X POST -H 'content-type: application/json' -d "$2" "$url$1"; 
 post /v1/tags '{"tag":"golden-orders","step":10,"description":"orders of the baseline"}'
 post /v1/tags '{"tag":"golden-coupons","max_id":5000,"step":100}'
 post /v1/timeseq '{"namespace":"golden-ts"}'
-# Segment IDs 1..30 (the test's GOLDEN_SERVED_MAX), a snowflake worker, time-sequence IDs.
-curl -sf "$url/v1/segment/golden-orders?count=30"; echo
-curl -sf "$url/v1/snowflake?count=3"; echo
-for _ in $(seq 50); do curl -sf "$url/v1/timeseq/golden-ts?count=3" && break; sleep 0.1; done; echo
+# The first request of each kind may find nothing loaded yet (503): ask again.
+get() { for _ in $(seq 50); do curl -sf "$url$1" && echo && return; sleep 0.1; done; echo "no answer: $1" >&2; exit 1; }
+# Segment IDs up to 30 (the test's GOLDEN_SERVED_MAX), a snowflake worker, time-sequence IDs.
+get "/v1/segment/golden-orders?count=10"
+get "/v1/segment/golden-orders?count=20"
+get "/v1/snowflake?count=3"
+get "/v1/timeseq/golden-ts?shard=1&count=3"
 kill -TERM $pid
 wait $pid
 trap - EXIT
