@@ -56,7 +56,11 @@ impl PeerVersions {
     pub fn heard(&self, node: NodeId, headers: &HeaderMap) {
         let version = version_in(headers).unwrap_or(Version::BASELINE);
         let report = Report { version, at: Instant::now(), direct: true };
-        self.reports.write().unwrap_or_else(PoisonError::into_inner).insert(node, report);
+        let before = self.reports.write().unwrap_or_else(PoisonError::into_inner).insert(node, report);
+        if before.is_none_or(|before| !before.direct || before.version != version) {
+            // Once per member and release: what an operator follows during an upgrade.
+            tracing::info!(node, %version, "member runs leafraft {version}");
+        }
     }
 
     /// Takes in what a leader (`leader`) relays about the other members; this node's own direct
