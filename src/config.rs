@@ -80,6 +80,9 @@ pub struct Config {
     /// How many tags have series of their own in `/metrics` (the busiest); every tag counts in
     /// the totals.
     pub metrics_tag_series: usize,
+    /// Never raise the cluster version as leader (`--hold-cluster-version`): keeps rolling back
+    /// to the previous release possible after every member runs the new one (`crate::upgrade`).
+    pub hold_cluster_version: bool,
 }
 
 /// One layer of settings: the flags and environment variables, or the TOML file (`None`: not
@@ -136,6 +139,7 @@ pub struct Settings {
     pub max_clock_backward_ms: Option<u64>,
     pub max_clock_skew_ms: Option<u64>,
     pub snowflake_random_sequence: Option<bool>,
+    pub hold_cluster_version: Option<bool>,
 }
 
 impl Settings {
@@ -192,6 +196,7 @@ impl Settings {
             segment_duration_ms: self.segment_duration_ms.or(lower.segment_duration_ms),
             segment_idle_ms: self.segment_idle_ms.or(lower.segment_idle_ms),
             metrics_tag_series: self.metrics_tag_series.or(lower.metrics_tag_series),
+            hold_cluster_version: self.hold_cluster_version.or(lower.hold_cluster_version),
             snowflake_epoch_ms: self.snowflake_epoch_ms.or(lower.snowflake_epoch_ms),
             snowflake_time_bits: self.snowflake_time_bits.or(lower.snowflake_time_bits),
             snowflake_worker_bits: self.snowflake_worker_bits.or(lower.snowflake_worker_bits),
@@ -263,6 +268,7 @@ impl Config {
             segments: resolve_segments(&layers)?,
             snowflake: resolve_snowflake(&layers)?,
             metrics_tag_series: layers.metrics_tag_series.unwrap_or(crate::metrics::DEFAULT_TAG_SERIES),
+            hold_cluster_version: layers.hold_cluster_version.unwrap_or(false),
         })
     }
 

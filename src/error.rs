@@ -44,6 +44,8 @@ pub enum ErrorCode {
     ClockAhead,
     /// A valid credential without the role or the tag the request needs.
     Forbidden,
+    /// A command that needs a newer cluster version than the cluster runs (rolling upgrades).
+    FeatureNotEnabled,
 }
 
 impl ErrorCode {
@@ -72,6 +74,7 @@ impl ErrorCode {
             ErrorCode::SecondExhausted => "SECOND_EXHAUSTED",
             ErrorCode::ClockAhead => "CLOCK_AHEAD",
             ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::FeatureNotEnabled => "FEATURE_NOT_ENABLED",
         }
     }
 
@@ -94,7 +97,8 @@ impl ErrorCode {
             | ErrorCode::LastVoter
             | ErrorCode::ClusterMismatch
             | ErrorCode::LearnerNotCaughtUp
-            | ErrorCode::ModeMismatch => StatusCode::CONFLICT,
+            | ErrorCode::ModeMismatch
+            | ErrorCode::FeatureNotEnabled => StatusCode::CONFLICT,
             ErrorCode::NamespaceExists => StatusCode::CONFLICT,
             ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
             ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,

@@ -62,7 +62,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let failure = node.storage_failure();
     let mut amnesia = node.amnesia.clone();
     let amnesiac = async move { amnesia.wait_for(Option::is_some).await.ok().and_then(|reason| reason.clone()) };
+    let identity = node.cluster().identity().clone();
     tokio::select! {
+        // A newer release's entries this binary cannot decode (`cluster::versions`).
+        reason = async move { identity.versions().stopped().await } => {
+            node.stop().await?;
+            Err(RunError(reason))
+        }
         () = shutdown => node.stop().await,
         Some(Refusal(reason)) = async move { refused?.recv().await } => {
             node.stop().await?;
@@ -244,6 +250,7 @@ fn spawn_background(
             }
         }),
         tokio::spawn(async move { catch_up.catch_up().await }),
+        tokio::spawn(crate::cluster::versions::maintain_cluster_version(cluster.clone(), config.hold_cluster_version)),
     ];
     if config.segments.preload {
         background.push(tokio::spawn(preload(cluster.clone(), segments.clone())));

@@ -32,10 +32,14 @@ pub enum PlantedBug {
     /// a namespace, it also installs the range's first sequences ahead of it, so those are served
     /// twice.
     TimeseqServeTwice,
+    /// `feature-gate-off`: commands are proposed whatever the cluster version (issue 26), so a
+    /// member of an older release meets an entry it cannot decode (`tests/e2e/upgrade.rs`).
+    FeatureGateOff,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 4] = ["serve-twice", "uncommitted-claim", "shared-worker", "timeseq-serve-twice"];
+    pub const NAMES: [&'static str; 5] =
+        ["serve-twice", "uncommitted-claim", "shared-worker", "timeseq-serve-twice", "feature-gate-off"];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
         match name {
@@ -43,6 +47,7 @@ impl PlantedBug {
             "uncommitted-claim" => Some(PlantedBug::UncommittedClaim),
             "shared-worker" => Some(PlantedBug::SharedWorker),
             "timeseq-serve-twice" => Some(PlantedBug::TimeseqServeTwice),
+            "feature-gate-off" => Some(PlantedBug::FeatureGateOff),
             _ => None,
         }
     }
@@ -143,4 +148,9 @@ pub fn timeseq_extra_range(
     let again = SecondRange { end: range.end.min(range.start.saturating_add(TWICE)), ..range };
     tracing::warn!(namespace, ?again, "planted timeseq-serve-twice: installing claimed sequences twice");
     Some(again)
+}
+
+/// `feature-gate-off`: whether commands skip the cluster-version check.
+pub fn feature_gate_off() -> bool {
+    active() == Some(PlantedBug::FeatureGateOff)
 }

@@ -11,6 +11,7 @@
 //! - [`timeseq`]: time-sequence namespaces and per-second sequence claims, part of the state
 //!   machine.
 //! - [`tag`]: tag names and the numeric limits every layer checks.
+//! - [`version`]: release numbers (`Version`): this binary's, the baseline's.
 //! - [`codec`]: the one bincode configuration used on the wire and on disk.
 //! - [`lease`]: `LeaderLease`, how long a leader may be sure no newer leader exists.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
@@ -31,12 +32,14 @@ pub mod snowflake;
 pub mod state_machine;
 pub mod tag;
 pub mod timeseq;
+pub mod version;
 
 pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use lease::LeaderLease;
 pub use request::ImportRow;
+pub use request::Needs;
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;
@@ -48,6 +51,7 @@ pub use state_machine::TagMode;
 pub use state_machine::TagRecord;
 pub use timeseq::NamespaceRecord;
 pub use timeseq::TimeseqRegistry;
+pub use version::Version;
 
 pub type NodeId = u64;
 pub use node::Node;

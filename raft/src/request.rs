@@ -13,6 +13,7 @@ use crate::snowflake::SnowflakeLayout;
 use crate::state_machine::TagMode;
 use crate::state_machine::TagRecord;
 use crate::timeseq::NamespaceRecord;
+use crate::version::Version;
 use crate::NodeId;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,6 +69,25 @@ pub enum Request {
     /// for `None`); an existing one gets `max_id` raised to at least the row's, never lowered (so
     /// a copy committed again after claims changes nothing), and the row's step and description.
     ImportTags { rows: Vec<ImportRow>, now_ms: u64 },
+    // --- Release 0.2.0 (issue 26). A member of an older release cannot decode what follows, so
+    // each is proposed only once the cluster version allows it (`Request::needs`).
+    /// Raises the cluster version to `version` (never lowers it). The leader proposes it once
+    /// every member (voters and learners) reports running at least `version`, because from then
+    /// on commands that need it may be proposed; this entry itself is the first such command.
+    SetClusterVersion { version: Version },
+    /// Changes nothing: `POST /v1/cluster/noop`, the check that a cluster commits entries only
+    /// its current release can decode (the command the upgrade test sees refused, then accepted).
+    Noop,
+}
+
+/// What proposing a request takes, beyond a valid state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// The cluster version at least this (a command that members of older releases cannot decode).
+    ClusterVersion(Version),
+    /// Every member (voters and learners) reporting at least this version: raising the cluster
+    /// version to it.
+    EveryMember(Version),
 }
 
 /// One tag of an [`Request::ImportTags`].
@@ -109,7 +129,35 @@ impl Request {
             | Request::CreateNamespace { .. }
             | Request::ClaimTimeseq { .. }
             | Request::RestoreTimeseq { .. }
-            | Request::ImportTags { .. } => None,
+            | Request::ImportTags { .. }
+            | Request::SetClusterVersion { .. }
+            | Request::Noop => None,
+        }
+    }
+
+    /// What proposing this request needs: every command of the baseline release needs nothing more
+    /// than the baseline cluster version. No wildcard: a new command must say what it needs.
+    pub fn needs(&self) -> Needs {
+        match self {
+            Request::CreateTag { .. }
+            | Request::UpdateTag { .. }
+            | Request::ClaimSegment { .. }
+            | Request::ReleaseSegment { .. }
+            | Request::SetSnowflakeLayout { .. }
+            | Request::AcquireWorker { .. }
+            | Request::ExtendWorker { .. }
+            | Request::ReleaseWorker { .. }
+            | Request::SetClusterId { .. }
+            | Request::Restore { .. }
+            | Request::CreateTagInMode { .. }
+            | Request::SetTagMode { .. }
+            | Request::ClaimMonotonic { .. }
+            | Request::CreateNamespace { .. }
+            | Request::ClaimTimeseq { .. }
+            | Request::RestoreTimeseq { .. }
+            | Request::ImportTags { .. } => Needs::ClusterVersion(Version::BASELINE),
+            Request::SetClusterVersion { version } => Needs::EveryMember(*version),
+            Request::Noop => Needs::ClusterVersion(Version::new(0, 2, 0)),
         }
     }
 }
@@ -177,6 +225,10 @@ pub enum Response {
     Imported {
         created: u64,
         updated: u64,
+    },
+    /// The cluster version after a `SetClusterVersion`.
+    ClusterVersion {
+        version: Version,
     },
 }
 

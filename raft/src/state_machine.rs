@@ -10,6 +10,7 @@
 //! 6. `cluster_id`, once nonzero, never changes.
 //! 7. A restore applies only to a state with no tag and no worker, all of it or nothing.
 //! 8. The time-sequence registry keeps its own invariants: see `crate::timeseq`.
+//! 9. `cluster_version` only rises.
 
 use std::collections::BTreeMap;
 
@@ -25,6 +26,7 @@ use crate::snowflake::SnowflakeRegistry;
 use crate::tag;
 use crate::timeseq::TimeseqRegistry;
 use crate::typ;
+use crate::version::Version;
 
 /// One tag's row: the role of a `leaf_alloc` row in Leaf.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +84,13 @@ pub struct IdStateMachine {
     pub cluster_id: u64,
     /// The time-sequence namespaces and the claimed sequences inside the retention horizon.
     pub timeseq: TimeseqRegistry,
+    /// The release every member runs at least, agreed through Raft (only rises): the commands
+    /// it allows may be proposed. Not part of this type's own encoding, which is the snapshot
+    /// format of the baseline release; the store persists it as a key of its own and appends it
+    /// to a snapshot once it moved past the baseline (`storage::codec::encode_snapshot`), so a
+    /// baseline member can read every snapshot until then.
+    #[serde(skip)]
+    pub cluster_version: Version,
 }
 
 impl IdStateMachine {
@@ -138,6 +147,11 @@ impl IdStateMachine {
             }
             Request::RestoreTimeseq { namespaces, floor_s } => self.timeseq.restore(namespaces, *floor_s),
             Request::ImportTags { rows, now_ms } => self.import_tags(rows, *now_ms),
+            Request::SetClusterVersion { version } => {
+                self.cluster_version = self.cluster_version.max(*version);
+                Response::ClusterVersion { version: self.cluster_version }
+            }
+            Request::Noop => Response::Empty,
         }
     }
 

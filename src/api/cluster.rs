@@ -127,3 +127,24 @@ pub async fn remove_member(
     state.cluster.remove_member(id).await?;
     Ok(Json(state.cluster.status()))
 }
+
+/// Commits an entry that changes nothing (`Request::Noop`, new in 0.2.0): proves that the cluster
+/// commits commands that need cluster version 0.2.0, the check an upgrade ends with.
+#[utoipa::path(
+    post,
+    path = "/v1/cluster/noop",
+    tag = "cluster",
+    summary = "Commit an entry that changes nothing",
+    security((), ("secret" = [])),
+    responses(
+        (status = 200, description = "Committed; the cluster status after", body = ClusterStatus),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
+        (status = 409, description = "`FEATURE_NOT_ENABLED`: the cluster version is below 0.2.0; the message names \
+            the members still behind", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
+    )
+)]
+pub async fn noop(State(state): State<AppState>) -> Result<Json<ClusterStatus>, Error> {
+    state.cluster.write(raft::Request::Noop).await?;
+    Ok(Json(state.cluster.status()))
+}

@@ -117,6 +117,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
         .route("/v1/cluster/learners", post(cluster::add_learner))
         .route("/v1/cluster/voters", post(cluster::promote_voter))
         .route("/v1/cluster/members/{id}", axum::routing::delete(cluster::remove_member))
+        .route("/v1/cluster/noop", post(cluster::noop))
         .route("/v1/backup", get(backup::backup))
         .route("/v1/timeseq", get(namespaces::list).post(namespaces::create))
         .route("/v1/timeseq/{ns}", get(timeseq::ids))

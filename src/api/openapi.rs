@@ -141,6 +141,7 @@ Every node answers every route; writes are forwarded to the leader. IDs are deci
 | `CLUSTER_MISMATCH` | 409 | a join, vote or append between members of different clusters or identities |
 | `UNAUTHORIZED` | 401 | missing or unknown credential |
 | `FORBIDDEN` | 403 | a valid credential without this role or tag |
+| `FEATURE_NOT_ENABLED` | 409 | a command that needs a newer cluster version; names it and the members still behind |
 
 Leaf's paths (`/api/segment/get/{tag}`, `/api/snowflake/get/{key}`) answer errors exactly as Leaf: HTTP 500 \
 with the `text/plain` body `Result{id=-N, status=EXCEPTION}`.
@@ -180,6 +181,7 @@ never for clients).";
         api::cluster::add_learner,
         api::cluster::promote_voter,
         api::cluster::remove_member,
+        api::cluster::noop,
         api::backup::backup,
         api::namespaces::create,
         api::namespaces::list,

@@ -31,7 +31,13 @@ pub async fn check_identity(State(state): State<AppState>, request: Request, nex
                 None => Ok(()),
             });
             match checked {
-                Ok(()) => next.run(request).await,
+                Ok(()) => {
+                    let sender_version = crate::cluster::versions::heard(identity, &peer, &request);
+                    let path = request.uri().path().to_string();
+                    let response = next.run(request).await;
+                    crate::cluster::versions::stop_on_undecodable(identity, &peer, sender_version, &path, &response);
+                    response
+                }
                 Err(mismatch) => {
                     identity.refused(&format!("{} from node {}", request.uri().path(), peer.node_id), &mismatch);
                     Error::new(ErrorCode::ClusterMismatch, mismatch.to_string()).into_response()

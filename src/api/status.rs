@@ -206,10 +206,12 @@ fn members(page: &Page) -> Markup {
             span { "applied index " b { (or_dash(c.applied_index)) } }
             span { "voters " b { (c.voters.len()) } }
             span { "learners " b { (c.learners.len()) } }
+            span { "cluster version " b #cluster-version { (c.cluster_version) } }
         }
         div.scroll { table #members {
             thead { tr {
                 th { "node" } th { "address" } th { "role" } th.num { "matched index" } th.num { "lag" }
+                th { "version" }
             } }
             tbody {
                 @for (id, addr) in &c.nodes {
@@ -246,6 +248,7 @@ fn member_row(c: &ClusterStatus, id: u64, addr: &str) -> Markup {
             td { (pill(&role)) }
             td.num { (replication.map_or("–".to_string(), |r| or_dash(r.matched_index))) }
             td.num { (replication.map_or("–".to_string(), |r| r.lag.to_string())) }
+            td.version { (c.versions.get(&id).map_or("unknown", String::as_str)) }
         }
     }
 }

@@ -21,8 +21,11 @@ pub use timeseq::*;
 mod recover;
 pub use recover::RecoverArgs;
 
+/// `leafraft --version`: the release and the commit it was built from (`build.rs`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEAFRAFT_COMMIT"), ")");
+
 #[derive(Debug, Parser)]
-#[command(name = "leafraft", version, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
+#[command(name = "leafraft", version = VERSION, about = "A distributed ID service: Leaf's segment and snowflake IDs on Raft")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -202,6 +205,11 @@ pub struct ServeArgs {
     /// every tag counts in the `_all_tags` totals [default: 100].
     #[arg(long, env = "LEAFRAFT_METRICS_TAG_SERIES")]
     pub metrics_tag_series: Option<usize>,
+    /// Never raise the cluster version while this node leads, so that every member can still go
+    /// back to the previous release; give it to every node (any may lead), remove it to finish an
+    /// upgrade.
+    #[arg(long, env = "LEAFRAFT_HOLD_CLUSTER_VERSION", action = ArgAction::SetTrue)]
+    pub hold_cluster_version: bool,
     /// Snowflake: Unix ms of timestamp zero [default: 1288834974657, Leaf's twepoch].
     #[arg(long, env = "LEAFRAFT_SNOWFLAKE_EPOCH_MS")]
     pub snowflake_epoch_ms: Option<u64>,
@@ -274,6 +282,7 @@ impl ServeArgs {
             segment_duration_ms: self.segment_duration_ms,
             segment_idle_ms: self.segment_idle_ms,
             metrics_tag_series: self.metrics_tag_series,
+            hold_cluster_version: self.hold_cluster_version.then_some(true),
             snowflake_epoch_ms: self.snowflake_epoch_ms,
             snowflake_time_bits: self.snowflake_time_bits,
             snowflake_worker_bits: self.snowflake_worker_bits,

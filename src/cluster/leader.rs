@@ -79,6 +79,8 @@ impl Cluster {
     }
 
     async fn execute_write(&self, request: raft::Request, deadline: Instant) -> Result<ForwardedReply, Attempt> {
+        // The leader judges again: its cluster version is the newest, and it hears every member.
+        self.check_cluster_version(&request, true).map_err(Attempt::Failed)?;
         let remaining = deadline.saturating_duration_since(Instant::now());
         let res =
             tokio::time::timeout(remaining, self.raft.client_write(request)).await.map_err(|_| Attempt::timed_out())?;

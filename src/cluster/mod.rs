@@ -12,7 +12,8 @@
 //!   catch up, identities that must match);
 //! - [`sequencer`]: how the leader serves monotonic tags, in real-time order;
 //! - [`readiness`]: whether this node may serve;
-//! - [`status`]: the `/v1/cluster` view.
+//! - [`status`]: the `/v1/cluster` view;
+//! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
 //!
 //! Retries: a write is retried only while it certainly was not appended anywhere, or when
 //! applying it twice is harmless (a second claim only burns IDs; creates and updates are
@@ -27,6 +28,7 @@ mod readiness;
 mod retry;
 mod sequencer;
 mod status;
+pub mod versions;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -178,6 +180,7 @@ impl Cluster {
 
     /// Proposes a request, through the leader, and answers what applying it gave.
     pub async fn write(&self, request: raft::Request) -> Result<raft::Response, Error> {
+        self.check_cluster_version(&request, false)?;
         let resend = match request {
             raft::Request::ReleaseSegment { .. } => Resend::Never,
             _ => Resend::Allowed,

@@ -44,6 +44,18 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, ReplicationStatus>>)]
     pub replication: Option<BTreeMap<NodeId, ReplicationStatus>>,
+    // Rolling upgrades (issue 26).
+    /// The release this node runs.
+    #[serde(default)]
+    pub version: String,
+    /// The release every member runs at least, agreed through Raft: what commands may be proposed.
+    #[serde(default)]
+    pub cluster_version: String,
+    /// Each member's release as this node last heard it (`unknown`: not heard since it started;
+    /// a follower knows the others' through the leader).
+    #[serde(default)]
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub versions: BTreeMap<NodeId, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -94,6 +106,13 @@ impl Cluster {
             commit_index: self.store.log.committed_index().max(metrics.last_applied.map(|id| id.index)),
             applied_index: metrics.last_applied.map(|id| id.index),
             replication,
+            version: raft::Version::OWN.to_string(),
+            cluster_version: self.cluster_version().to_string(),
+            versions: self
+                .member_versions()
+                .into_iter()
+                .map(|(id, version)| (id, version.map_or_else(|| "unknown".to_string(), |v| v.to_string())))
+                .collect(),
         }
     }
 }

@@ -5,6 +5,8 @@
 //! instead of misreading it. Raw snapshot chunks are the one exception: they are slices of a
 //! versioned snapshot blob, whose first byte is the version.
 
+use raft::IdStateMachine;
+use raft::Version;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -34,6 +36,37 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
     bytes.push(FORMAT_VERSION);
     bytes.extend_from_slice(&body);
     Ok(bytes)
+}
+
+/// The version byte of a snapshot whose state has a cluster version past the baseline: the
+/// version-2 snapshot (`IdStateMachine` as the baseline release encodes it) followed by the
+/// cluster version. A state still at the baseline is encoded as version 2, byte for byte what
+/// the baseline release writes, so a baseline member installs every snapshot until the cluster
+/// version moves; from then on every member reads version 3.
+pub const SNAPSHOT_WITH_CLUSTER_VERSION: u8 = 3;
+
+/// The snapshot data of `state` (see [`SNAPSHOT_WITH_CLUSTER_VERSION`]).
+pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
+    if state.cluster_version == Version::BASELINE {
+        return encode(state);
+    }
+    let body = raft::codec::encode(&(state, state.cluster_version))?;
+    let mut bytes = Vec::with_capacity(1 + body.len());
+    bytes.push(SNAPSHOT_WITH_CLUSTER_VERSION);
+    bytes.extend_from_slice(&body);
+    Ok(bytes)
+}
+
+/// Reads snapshot data of either version; a version-2 snapshot is at the baseline cluster version.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
+    match bytes.split_first() {
+        Some((&SNAPSHOT_WITH_CLUSTER_VERSION, body)) => {
+            let (mut state, version): (IdStateMachine, Version) = raft::codec::decode(body)?;
+            state.cluster_version = version;
+            Ok(state)
+        }
+        _ => decode(bytes),
+    }
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {

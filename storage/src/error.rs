@@ -62,6 +62,25 @@ pub enum OpenError {
         dir.display()
     )]
     IncarnationMismatch { dir: PathBuf, store: u64, identity: u64 },
+    /// The store's cluster version is newer than this binary: the cluster moved on to a release
+    /// this binary is older than, and this member can no longer go back to it.
+    #[error(
+        "cannot open the store in {}: its cluster version is {found}, but this binary is leafraft {}; the \
+         cluster was upgraded past this release, so run leafraft {found} or newer on this directory",
+        dir.display(),
+        raft::Version::OWN
+    )]
+    ClusterVersionAhead { dir: PathBuf, found: raft::Version },
+    /// The log holds an entry of a command this binary does not know: a newer release wrote it
+    /// (a member started on an older release than the cluster moved to), not corruption.
+    #[error(
+        "cannot open the store in {}: the stored {what} is a command this binary (leafraft {}) does not know, \
+         written by a newer release; run the release the other members run (their /v1/cluster shows it) on \
+         this directory, do not rebuild it",
+        dir.display(),
+        raft::Version::OWN
+    )]
+    UnknownCommand { dir: PathBuf, what: &'static str },
     /// sled failed for another reason (unsupported configuration, internal bug).
     #[error("cannot open the store in {}: {detail}", dir.display())]
     Engine { dir: PathBuf, detail: String },
@@ -85,6 +104,13 @@ impl OpenError {
                 OpenError::OutdatedVersion { dir, what, found }
             }
             Error::Codec(CodecError::UnknownVersion { found }) => OpenError::UnsupportedVersion { dir, what, found },
+            // bincode's words for an enum variant past the ones this binary knows: in a log entry,
+            // a command appended by a newer release (`raft::Request` only ever gains variants).
+            Error::Codec(CodecError::Decode(e))
+                if what == "last log entry" && e.to_string().contains("variant index") =>
+            {
+                OpenError::UnknownCommand { dir, what }
+            }
             e => OpenError::Corrupt { dir, detail: format!("the stored {what} cannot be read ({e})") },
         }
     }

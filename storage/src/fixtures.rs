@@ -91,6 +91,8 @@ pub fn every_request() -> Vec<Request> {
             ],
             now_ms: 1_700_000_000_003,
         },
+        Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) },
+        Request::Noop,
     ]
 }
 

@@ -23,6 +23,9 @@ pub const CLUSTER_ID: &[u8] = b"cluster_id";
 /// The time-sequence registry, one value (its namespaces and the claimed seconds of the last ten
 /// minutes).
 pub const TIMESEQ: &[u8] = b"timeseq";
+/// The cluster version (`raft::Version`), present once raised past the baseline (0.1.0, whose
+/// binary ignores this key with a warning).
+pub const CLUSTER_VERSION: &[u8] = b"cluster_version";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 

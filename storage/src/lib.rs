@@ -76,7 +76,12 @@ pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
         .map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
     let state_machine =
         StateMachineStore::open(Arc::clone(&engine)).map_err(|(what, e)| OpenError::from_load(dir.into(), what, e))?;
-    let (tags, applied) = state_machine.read(|state| (state.tags.len(), state.last_applied));
+    let (tags, applied, cluster_version) =
+        state_machine.read(|state| (state.tags.len(), state.last_applied, state.cluster_version));
+    // A member rolled back past the cluster version would meet entries it cannot decode.
+    if cluster_version > raft::Version::OWN {
+        return Err(OpenError::ClusterVersionAhead { dir: dir.into(), found: cluster_version });
+    }
     info!(
         dir = %dir.display(),
         fsync = options.fsync,

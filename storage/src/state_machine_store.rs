@@ -4,7 +4,8 @@
 //! # Layout of the `StateMachine` keyspace
 //! - `tag/<name>` → `TagRecord`, one key per tag, so an apply writes only the tags it changed;
 //! - `last_applied` → `LogId`, `membership` → `StoredMembership`, `snowflake` → the registry,
-//!   `cluster_id` → `u64` (once set), `timeseq` → the time-sequence registry (once used);
+//!   `cluster_id` → `u64` (once set), `timeseq` → the time-sequence registry (once used),
+//!   `cluster_version` → `raft::Version` (once past the baseline);
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -33,6 +34,7 @@ use raft::SnowflakeRegistry;
 use raft::TagRecord;
 use raft::TimeseqRegistry;
 use raft::TypeConfig;
+use raft::Version;
 use serde::Deserialize;
 use serde::Serialize;
 use tracing::info;
@@ -98,6 +100,7 @@ impl StateMachineStore {
         let mut snowflake = SnowflakeRegistry::default();
         let mut cluster_id = 0;
         let mut timeseq = TimeseqRegistry::default();
+        let mut cluster_version = Version::BASELINE;
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
@@ -114,6 +117,8 @@ impl StateMachineStore {
                 cluster_id = codec::decode(&value).map_err(|e| ("cluster id", e.into()))?;
             } else if key == keys::TIMESEQ {
                 timeseq = codec::decode(&value).map_err(|e| ("time-sequence registry", e.into()))?;
+            } else if key == keys::CLUSTER_VERSION {
+                cluster_version = codec::decode(&value).map_err(|e| ("cluster version", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
                 let record: SnapshotRecord = codec::decode(&value).map_err(|e| ("snapshot meta", e.into()))?;
                 seq = record.seq + 1;
@@ -122,7 +127,7 @@ impl StateMachineStore {
             }
         }
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
-        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id, timeseq };
+        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id, timeseq, cluster_version };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
@@ -155,6 +160,7 @@ impl StateMachineStore {
             let mut membership_changed = false;
             let mut snowflake_before = None;
             let cluster_id_before = state.cluster_id;
+            let cluster_version_before = state.cluster_version;
             let mut timeseq_before = None;
             // A restore may write every tag; it applies only to a state without tags.
             let mut restored = false;
@@ -178,7 +184,7 @@ impl StateMachineStore {
                                 snowflake_before = Some(state.snowflake.clone());
                             }
                         }
-                        Touched::ClusterId => {}
+                        Touched::ClusterId | Touched::ClusterVersion | Touched::Nothing => {}
                         Touched::Timeseq => {
                             if timeseq_before.is_none() {
                                 timeseq_before = Some(state.timeseq.clone());
@@ -225,6 +231,9 @@ impl StateMachineStore {
             if state.cluster_id != cluster_id_before {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
             }
+            if state.cluster_version != cluster_version_before {
+                batch.put(keys::CLUSTER_VERSION, codec::encode(&state.cluster_version)?);
+            }
             if responses.is_empty() {
                 return Ok(responses);
             }
@@ -240,7 +249,16 @@ impl StateMachineStore {
 
     /// Replaces the whole state-machine keyspace with `state` and the snapshot it came from.
     async fn install(&self, meta: &typ::SnapshotMeta, data: &[u8]) -> Result<(), Error> {
-        let state: IdStateMachine = codec::decode(data)?;
+        let state = codec::decode_snapshot(data)?;
+        if state.cluster_version > Version::OWN {
+            return Err(Error::Invalid(format!(
+                "snapshot {meta} is of a cluster at version {}, newer than this binary (leafraft {}): run leafraft {} \
+                 or newer on this node",
+                state.cluster_version,
+                Version::OWN,
+                state.cluster_version
+            )));
+        }
         if state.last_applied != meta.last_log_id || state.membership != meta.last_membership {
             return Err(Error::Invalid(format!(
                 "snapshot {} does not match its data: data applied up to {:?} with membership {:?}",
@@ -264,6 +282,9 @@ impl StateMachineStore {
             }
             if state.cluster_id != 0 {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
+            }
+            if state.cluster_version != Version::BASELINE {
+                batch.put(keys::CLUSTER_VERSION, codec::encode(&state.cluster_version)?);
             }
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);
@@ -289,6 +310,9 @@ enum Touched<'a> {
     Everything,
     /// The time-sequence registry (one value).
     Timeseq,
+    /// Compared before and after the batch.
+    ClusterVersion,
+    Nothing,
 }
 
 /// What `request` may change. No wildcard on purpose: a new request kind must decide here what
@@ -312,6 +336,8 @@ fn what_changes(request: &Request) -> Touched<'_> {
         Request::CreateNamespace { .. } | Request::ClaimTimeseq { .. } | Request::RestoreTimeseq { .. } => {
             Touched::Timeseq
         }
+        Request::SetClusterVersion { .. } => Touched::ClusterVersion,
+        Request::Noop => Touched::Nothing,
     }
 }
 
@@ -387,7 +413,7 @@ impl Shared {
 
 impl SnapshotBuilder {
     async fn build(&self) -> Result<typ::Snapshot, Error> {
-        let data = codec::encode(&self.state)?;
+        let data = codec::encode_snapshot(&self.state)?;
         let snapshot_id = match &self.state.last_applied {
             Some(log_id) => format!("{}-{}-{}", log_id.leader_id.term, log_id.index, self.seq),
             None => format!("none-{}", self.seq),

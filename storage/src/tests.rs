@@ -273,6 +273,21 @@ fn an_undecodable_value_is_corruption() {
     assert_rebuild_message(&err, &dir);
 }
 
+/// A log entry of a command a newer release appended to `Request` (here variant 99) is not
+/// corruption: the error says to run the newer release. It used to say the store was corrupt and
+/// to rebuild the member, which would wipe a good replica of a member started on an old release.
+#[test]
+fn regression_an_unknown_command_in_the_log_advised_a_rebuild() {
+    let dir = closed_store();
+    let mut entry = codec::encode(&normal(1, 7, raft::Request::Noop)).expect("encode");
+    let variant = entry.len() - 4;
+    entry[variant..].copy_from_slice(&99u32.to_le_bytes());
+    overwrite(&dir, Keyspace::Log, &keys::log_key(7), entry);
+    let err = open_err(&dir);
+    assert!(err.to_string().contains("written by a newer release"), "{err}");
+    assert!(!err.to_string().contains("rebuild it:"), "{err}");
+}
+
 #[test]
 fn a_second_open_of_one_directory_is_refused() {
     let (dir, _store) = temp_store(false);

@@ -143,6 +143,8 @@ pub struct ProcessCluster {
     env: BTreeMap<u64, Vec<(String, String)>>,
     /// TLS on every node (`with_tls`).
     tls: Option<TlsFiles>,
+    /// The binary a node runs when it is not [`BIN`] (another release: `upgrade.rs`).
+    binaries: BTreeMap<u64, PathBuf>,
 }
 
 /// Where the nodes' TLS files are: `node<ID>.pem`/`node<ID>.key` and the CA bundle `ca.pem` in
@@ -169,7 +171,16 @@ impl ProcessCluster {
             http,
             env: BTreeMap::new(),
             tls: None,
+            binaries: BTreeMap::new(),
         }
+    }
+
+    /// Runs `binary` for `id` from its next start on (`None`: the binary under test).
+    pub fn set_binary(&mut self, id: u64, binary: Option<PathBuf>) {
+        match binary {
+            Some(binary) => self.binaries.insert(id, binary),
+            None => self.binaries.remove(&id),
+        };
     }
 
     /// Every node serves TLS with `dir/node<ID>.pem` and `.key` (the test writes them) and trusts
@@ -314,7 +325,7 @@ impl ProcessCluster {
         if let Some(child) = &mut node.child {
             assert!(child.try_wait().expect("try_wait").is_some(), "node {id} is already running");
         }
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(self.binaries.get(&id).map_or(Path::new(BIN), PathBuf::as_path));
         command.arg("serve").arg("--node-id").arg(id.to_string()).arg("--data-dir").arg(&node.data_dir);
         if !args.contains(&"--listen") {
             command.arg("--listen").arg(format!("127.0.0.1:{}", node.port));

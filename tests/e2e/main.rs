@@ -47,6 +47,7 @@ mod timeseq;
 mod timeseq_cli;
 mod timeseq_faults;
 mod tls;
+mod upgrade;
 
 mod config;
 mod import;

@@ -122,6 +122,8 @@ impl PeerIdentity {
         headers.insert(NODE_ID_HEADER, value(self.node_id.to_string()));
         headers.insert(INCARNATION_HEADER, value(hex_id(self.incarnation)));
         headers.insert(MEMBERSHIP_HEADER, value(self.membership.to_string()));
+        // Release versions (issue 26): every message that carries an identity carries the release.
+        super::versions::write_version(headers);
     }
 }
 
@@ -221,6 +223,8 @@ pub struct IdentityCheck {
     /// Members at whose address a node of another cluster answered, with that cluster's ID (the
     /// sending side of the check; cleared once the member answers as itself again).
     foreign: RwLock<BTreeMap<NodeId, u64>>,
+    /// Release versions (issue 26): what each member reported running.
+    versions: super::versions::PeerVersions,
 }
 
 /// Whether a certificate (DER) names a node.
@@ -238,7 +242,14 @@ impl IdentityCheck {
             refusals: Default::default(),
             certificate_names: std::sync::OnceLock::new(),
             foreign: RwLock::new(BTreeMap::new()),
+            versions: Default::default(),
         }
+    }
+
+    /// Release versions (issue 26): what each member reported, and this node's stop on meeting
+    /// a newer release's entries.
+    pub fn versions(&self) -> &super::versions::PeerVersions {
+        &self.versions
     }
 
     /// From now on, an answer over TLS to a request meant for a known node must come with a

@@ -13,11 +13,13 @@
 //! Between members, requests and answers also carry the sender's cluster ID, node ID and disk
 //! incarnation in headers, checked on both sides ([`identity`]); a refused request is answered
 //! with 409 `CLUSTER_MISMATCH`, and a refused answer is treated as an unreachable peer.
+//! They also carry the sender's release ([`versions`]).
 
 mod client;
 pub mod identity;
 mod server;
 mod snapshot_guard;
+pub mod versions;
 
 #[cfg(test)]
 mod tests;
@@ -33,6 +35,7 @@ pub use identity::PeerIdentity;
 pub use server::routes;
 pub use server::vote_under_lease;
 pub use snapshot_guard::MAX_SNAPSHOT_BYTES;
+pub use versions::PeerVersions;
 
 /// The paths of the Raft RPCs, shared by the client and the server so they cannot drift apart.
 const APPEND_PATH: &str = "/raft/append";

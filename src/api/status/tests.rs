@@ -29,6 +29,9 @@ fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatu
                 .map(|(id, matched)| (*id, ReplicationStatus { matched_index: Some(*matched), lag: 42 - matched }))
                 .collect()
         }),
+        version: "0.2.0".into(),
+        cluster_version: "0.1.0".into(),
+        versions: [(1, "0.2.0".to_string()), (3, "0.1.0".to_string())].into(),
     }
 }
 
@@ -142,6 +145,10 @@ fn the_page_shows_leader_members_buffers_and_workers_and_escapes_free_text() {
     assert!(html.contains("<tr data-node=\"4\" data-role=\"learner\">"), "{html}");
     // Matched index and lag of node 3, on the leader.
     assert!(html.contains("<td class=\"num\">40</td><td class=\"num\">2</td>"), "{html}");
+    // Rolling upgrades: the cluster version and each member's release ("unknown": not heard).
+    assert!(html.contains("cluster version <b id=\"cluster-version\">0.1.0</b>"), "{html}");
+    assert!(html.contains("<td class=\"version\">0.1.0</td></tr>"), "member 3's release: {html}");
+    assert!(html.contains("<td class=\"version\">unknown</td></tr>"), "member 4 not heard: {html}");
     assert!(html.contains("<td data-buffer=\"current\">[1001, 2001)</td><td class=\"num\">1251</td>"), "{html}");
     assert!(html.contains("<td data-buffer=\"next\">[2001, 3001)</td>"), "{html}");
     assert!(html.contains("25 %"), "used share of the current segment");

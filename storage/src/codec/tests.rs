@@ -16,6 +16,10 @@
 //! the state machine (trailing bytes of the snapshot data) and `CreateNamespace`, `ClaimTimeseq`
 //! and `RestoreTimeseq` to `Request`. Issue 17 (batched import) appended `ImportTags`.
 //! Issue 24 added the store's incarnation record (a `u64` under its own key; nothing else changed).
+//! Release 0.1.0 (`releases/0.1.0`) froze v2: from then on every release reads it. Release 0.2.0
+//! (issue 26) appended `SetClusterVersion` and `Noop` to `Request` and the `cluster_version` key,
+//! and snapshots past the baseline cluster version take version byte 3 (the v2 body followed by
+//! the cluster version); every other v2 literal is unchanged.
 
 use std::fmt::Debug;
 
@@ -146,6 +150,8 @@ fn normal_entries_of_every_request() {
         "02030000000000000001000000000000002d00000000000000010000000e00000006000000000000006f726465727301f1536500000000e803000000000000f469e5cf8b010000",
         "02030000000000000001000000000000002d00000000000000010000000f000000010000000000000006000000000000006f726465727300e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b01000064f1536500000000",
         "02030000000000000001000000000000002d000000000000000100000010000000020000000000000006000000000000006f72646572738813000000000000d0070000000000000005000000000000007469636b730100000000000000e803000000000000010100000000000000740368e5cf8b010000",
+        "02030000000000000001000000000000002d000000000000000100000011000000000000000200000000000000",
+        "02030000000000000001000000000000002d000000000000000100000012000000",
     ];
     let requests = every_request();
     assert_eq!(requests.len(), expected.len());
@@ -197,6 +203,31 @@ fn snowflake_registry_value() {
 #[test]
 fn snapshot_data() {
     golden("snapshot data", &state_machine(), "020102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a3830383101100000000000000100000000000000010000000000000074e903000000000000e8030000000000000300000000000000696473070000000000000008000000000000000000000001c1038d142c010000290a0c0100000000000000050000000102000000000000000300000000000000280000000000000014000000000000001e0000000000000001040000000000000032000000000000000d0c0b0a00000000010000000000000001000000000000006e00e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b010000010000000000000001000000000000006e010000000000000001f1536500000000e803000000000000f469e5cf8b0100000900000000000000");
+}
+
+/// A state at the baseline cluster version is snapshotted in the baseline's own format (the
+/// literal of `snapshot_data`), so a baseline member can install it; past the baseline, the
+/// version-3 snapshot is that body followed by the cluster version.
+#[test]
+fn snapshot_data_with_a_cluster_version() {
+    let at_baseline = state_machine();
+    assert_eq!(encode_snapshot(&at_baseline).expect("encode"), encode(&at_baseline).expect("encode"));
+    assert_eq!(decode_snapshot(&encode(&at_baseline).expect("encode")).expect("decode"), at_baseline);
+
+    let moved = IdStateMachine { cluster_version: raft::Version::new(0, 2, 0), ..state_machine() };
+    let bytes = encode_snapshot(&moved).expect("encode");
+    let baseline_body = encode(&at_baseline).expect("encode");
+    assert_eq!(bytes[0], SNAPSHOT_WITH_CLUSTER_VERSION);
+    assert_eq!(&bytes[1..baseline_body.len()], &baseline_body[1..], "the baseline body, unchanged");
+    assert_eq!(hex(&bytes[baseline_body.len()..]), "000000000200000000000000", "then the cluster version");
+    assert_eq!(decode_snapshot(&bytes).expect("decode"), moved);
+    let err = decode::<IdStateMachine>(&bytes).expect_err("the generic decoder refuses version 3");
+    assert_eq!(err.to_string(), "format version 3 is not supported (this binary reads version 2)");
+}
+
+#[test]
+fn cluster_version_value() {
+    golden("cluster version", &raft::Version::new(0, 2, 0), "02000000000200000000000000");
 }
 
 #[test]

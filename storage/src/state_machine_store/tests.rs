@@ -60,6 +60,7 @@ async fn reopened_state_equals_memory_after_each_apply() {
         vec![next(create("b", 1, 10)), next(create("a", 100, 10))],
         vec![next(claim("a", 10)), next(claim("a", 5)), next(claim("b", 3))],
         vec![next(Request::ReleaseSegment { tag: "a".into(), from: 112, expected_max_id: 115 })],
+        vec![next(Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) }), next(Request::Noop)],
     ];
     for batch in batches {
         sm.apply(batch).await.expect("apply");
@@ -69,7 +70,44 @@ async fn reopened_state_equals_memory_after_each_apply() {
     assert_eq!(sm.read(|s| s.tags["a"].max_id), 112);
     drop((sm, store));
     let store = crate::open(dir.path(), &options(false)).expect("reopen");
-    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 6)));
+    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 8)));
+    assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::new(0, 2, 0));
+}
+
+/// The cluster version only rises, is stored as its own key once past the baseline, travels in
+/// snapshots (version 3 only once past the baseline) and a store holding one newer than this
+/// binary is refused by name: that member was upgraded past this release.
+#[tokio::test]
+async fn the_cluster_version_rises_persists_and_travels_in_snapshots() {
+    let (dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let baseline_build = sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    assert_eq!(baseline_build.snapshot.get_ref()[0], codec::FORMAT_VERSION, "the baseline's own snapshot format");
+    assert_eq!(sm.shared.engine.get(Keyspace::StateMachine, keys::CLUSTER_VERSION).expect("get"), None);
+
+    let set = |version| Request::SetClusterVersion { version };
+    let entries = [normal(1, 1, set(raft::Version::new(0, 2, 0))), normal(1, 2, set(raft::Version::new(0, 1, 5)))];
+    let responses = sm.apply(entries).await.expect("apply");
+    let at = |version| Response::ClusterVersion { version };
+    assert_eq!(responses, [at(raft::Version::new(0, 2, 0)), at(raft::Version::new(0, 2, 0))], "never lowered");
+    let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    let data = snapshot.snapshot.get_ref();
+    assert_eq!(data[0], codec::SNAPSHOT_WITH_CLUSTER_VERSION);
+    assert_eq!(codec::decode_snapshot(data).expect("decode").cluster_version, raft::Version::new(0, 2, 0));
+
+    let (_other_dir, other) = temp_store(false);
+    let mut other_sm = other.state_machine.clone();
+    let installed = Box::new(Cursor::new(data.clone()));
+    other_sm.install_snapshot(&snapshot.meta, installed).await.expect("install");
+    let reopened = StateMachineStore::open(Arc::clone(&other_sm.shared.engine)).expect("load");
+    assert_eq!(reopened.read(|s| s.cluster_version), raft::Version::new(0, 2, 0));
+
+    let ahead = raft::Version::new(raft::Version::OWN.major + 1, 0, 0);
+    sm.apply([normal(1, 3, set(ahead))]).await.expect("apply");
+    drop((sm, store));
+    let refused = crate::open(dir.path(), &options(false)).err().expect("a store of a newer cluster is refused");
+    assert!(matches!(refused, crate::OpenError::ClusterVersionAhead { found, .. } if found == ahead), "{refused}");
+    assert!(refused.to_string().contains(&format!("run leafraft {ahead} or newer")), "{refused}");
 }
 
 /// A restore stores every tag and the registry's floor, also when a later entry of the same batch
