@@ -47,13 +47,14 @@ done
 # One power-loss run (issue 24): every node's data directory on a FUSE mount that drops what was
 # never synced; one node's power cut and every node's at once. Exit code 2 means FUSE is unusable
 # here: that run alone is skipped, and says so.
-echo "chaos: --seed 4 --nodes 3 --duration 40 --faults power-loss,power-loss-all"
+# Seed 1: 8 single-node and 3 whole-cluster cuts; with --fsync false it served 3,019 IDs twice.
+echo "chaos: --seed 1 --nodes 3 --duration 40 --faults power-loss,power-loss-all"
 code=0
-"$runner" --seed 4 --nodes 3 --duration 40 --faults power-loss,power-loss-all || code=$?
+"$runner" --seed 1 --nodes 3 --duration 40 --faults power-loss,power-loss-all || code=$?
 case $code in
   0) ;;
   2) echo "chaos: SKIPPED the power-loss run: FUSE is unusable here (the line above says why)" ;;
-  *) failed+=("seed 4 (power loss)") ;;
+  *) failed+=("seed 1 (power loss)") ;;
 esac
 echo "chaos: CI set took $((SECONDS - started)) s"
 if [ ${#failed[@]} -gt 0 ]; then
