@@ -148,11 +148,8 @@ impl Nodes {
         self.lazy_disks
     }
 
-    /// Where `id` keeps its data: its own power-loss mount (mounted here) or the run directory.
-    fn disk_of(&self, id: u64) -> anyhow::Result<PathBuf> {
-        if !self.lazy_disks {
-            return Ok(self.dir.clone());
-        }
+    /// Mounts `id`'s own power-loss file system and answers where.
+    fn mount_disk(&self, id: u64) -> anyhow::Result<PathBuf> {
         let root = self.dir.join(format!("node{id}.disk"));
         let mount = LazyMount::mount(&root, &self.dir.join(format!("node{id}.backing")))
             .with_context(|| format!("mount the power-loss file system of node {id}"))?;
@@ -191,10 +188,8 @@ impl Nodes {
             Some(_) => bail!("no free network namespace for node {id}"),
             None => format!("127.0.0.1:{}", free_port()?),
         };
-        let data_dir = match self.lazy_disks {
-            true => self.disk_of(id)?.join("data"),
-            false => self.dir.join(format!("node{id}")),
-        };
+        let data_dir =
+            if self.lazy_disks { self.mount_disk(id)?.join("data") } else { self.dir.join(format!("node{id}")) };
         let clock_file = self.dir.join(format!("node{id}.faketime"));
         std::fs::write(&clock_file, "+0\n")?;
         let target = Target {
