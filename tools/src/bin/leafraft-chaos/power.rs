@@ -95,3 +95,22 @@ pub fn cleanup_stale_mounts() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::faults::FaultKind;
+
+    #[test]
+    fn power_loss_is_asked_for_by_name_and_never_part_of_all() {
+        let all: Vec<FaultKind> = FaultKind::all().collect();
+        assert_eq!(all.len(), 14, "`all` keeps the fourteen kinds its seeds were picked for");
+        assert!(all.iter().all(|kind| !kind.needs_lazy_disks()));
+        assert_eq!(FaultKind::parse("power-loss"), Some(FaultKind::PowerLoss));
+        assert_eq!(FaultKind::parse("power-loss-all"), Some(FaultKind::PowerLossAll));
+        let (main, _) = crate::faults::lanes(112, &all);
+        assert!(main.take(500).all(|plan| !plan.kind.needs_lazy_disks()));
+        let (main, _) = crate::faults::lanes(1, &[FaultKind::PowerLoss, FaultKind::PowerLossAll]);
+        let kinds: Vec<FaultKind> = main.take(100).map(|plan| plan.kind).collect();
+        assert!(kinds.contains(&FaultKind::PowerLoss) && kinds.contains(&FaultKind::PowerLossAll));
+    }
+}
