@@ -38,7 +38,7 @@ impl LazyMount {
     /// Mounts an empty file system at `mountpoint` (created if absent), its durable bytes kept in
     /// `backing` (created, must be empty).
     pub fn mount(mountpoint: &Path, backing: &Path) -> std::io::Result<LazyMount> {
-        usable()?;
+        fuse_present()?;
         std::fs::create_dir_all(mountpoint)?;
         let durable = backing::BackingDir::create(backing.to_path_buf())?;
         let shared = Arc::new(fuse::Shared { model: Mutex::new(model::Model::new(durable)), closed: Condvar::new() });
@@ -78,8 +78,21 @@ impl Drop for LazyMount {
     }
 }
 
-/// Whether this machine can mount one: answers why not in one line.
+/// Whether this machine can mount one (it mounts and unmounts a scratch one): answers why not in
+/// one line.
 pub fn usable() -> std::io::Result<()> {
+    fuse_present()?;
+    let scratch = std::env::temp_dir().join(format!("leafraft-lazyfs-probe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let probe = LazyMount::mount(&scratch.join("mnt"), &scratch.join("backing"));
+    let outcome =
+        probe.map(drop).map_err(|e| std::io::Error::new(e.kind(), format!("mounting a FUSE file system failed ({e})")));
+    let _ = std::fs::remove_dir_all(&scratch);
+    outcome
+}
+
+/// The device and, unless root, the setuid helper a mount needs.
+fn fuse_present() -> std::io::Result<()> {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
         return Err(std::io::Error::new(e.kind(), format!("/dev/fuse cannot be opened ({e})")));
     }

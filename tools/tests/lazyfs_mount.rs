@@ -1,6 +1,6 @@
 //! The power-loss file system mounted for real: ordinary file calls through the kernel, then a
 //! power cut. Skipped, saying why, where FUSE is unusable (no /dev/fuse, not root and no
-//! fusermount3).
+//! fusermount3, or a scratch mount fails).
 
 use std::fs::File;
 use std::fs::OpenOptions;
