@@ -16,6 +16,9 @@ use std::ffi::OsStr;
 use std::ffi::OsString;
 use std::time::SystemTime;
 
+pub use super::backing::Durable;
+pub use super::backing::MemoryDurable;
+
 pub type Ino = u64;
 
 /// The root directory's inode number (FUSE's).
@@ -26,50 +29,6 @@ pub const PAGE: usize = 4096;
 
 /// An errno value (`libc::ENOENT`, …).
 pub type Errno = i32;
-
-/// Where the durable bytes of every file are kept. Reads past the end of what was written give
-/// zeros.
-pub trait Durable: Send {
-    fn read(&mut self, ino: Ino, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
-    fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> std::io::Result<()>;
-    fn set_len(&mut self, ino: Ino, len: u64) -> std::io::Result<()>;
-    fn remove(&mut self, ino: Ino) -> std::io::Result<()>;
-}
-
-/// Durable bytes in memory: for tests of the model.
-#[derive(Default)]
-pub struct MemoryDurable(HashMap<Ino, Vec<u8>>);
-
-impl Durable for MemoryDurable {
-    fn read(&mut self, ino: Ino, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        buf.fill(0);
-        let bytes = self.0.get(&ino).map(Vec::as_slice).unwrap_or_default();
-        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(bytes.len());
-        let end = start.saturating_add(buf.len()).min(bytes.len());
-        buf[..end - start].copy_from_slice(&bytes[start..end]);
-        Ok(())
-    }
-
-    fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        let bytes = self.0.entry(ino).or_default();
-        let start = usize::try_from(offset).map_err(std::io::Error::other)?;
-        if bytes.len() < start + data.len() {
-            bytes.resize(start + data.len(), 0);
-        }
-        bytes[start..start + data.len()].copy_from_slice(data);
-        Ok(())
-    }
-
-    fn set_len(&mut self, ino: Ino, len: u64) -> std::io::Result<()> {
-        self.0.entry(ino).or_default().resize(usize::try_from(len).map_err(std::io::Error::other)?, 0);
-        Ok(())
-    }
-
-    fn remove(&mut self, ino: Ino) -> std::io::Result<()> {
-        self.0.remove(&ino);
-        Ok(())
-    }
-}
 
 /// What a power cut threw away.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
