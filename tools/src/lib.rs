@@ -1,5 +1,7 @@
 //! What the tools' binaries share.
 
+pub mod lazyfs;
+
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 

@@ -123,8 +123,8 @@ async fn recover(nodes: &Nodes, survivor: u64, all: &[u64]) -> anyhow::Result<St
     }
     let old = nodes.data_dir(survivor).context("the survivor's directory")?;
     let addr = nodes.addr(survivor).context("the survivor's address")?;
-    let round = (1..).find(|n| !nodes.run_dir().join(format!("node{survivor}.recovered{n}")).exists()).unwrap_or(0);
-    let new = nodes.run_dir().join(format!("node{survivor}.recovered{round}"));
+    let round = (1..).find(|n| !nodes.recovery_dir(survivor, *n).exists()).unwrap_or(0);
+    let new = nodes.recovery_dir(survivor, round);
     let output = tokio::process::Command::new(nodes.binary())
         .arg("recover")
         .arg("--data-dir")

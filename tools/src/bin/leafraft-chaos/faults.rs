@@ -53,11 +53,18 @@ pub enum FaultKind {
     /// Every node killed, all data directories but one survivor's wiped; `leafraft recover` from
     /// the survivor, the others rejoin empty.
     LoseMajority,
+    /// kill -9 of one node (the leader half the time) and a power cut on its disk: what it never
+    /// synced is gone; restart after the hold. Asked for by name (`crate::power`).
+    PowerLoss,
+    /// kill -9 of every node and a power cut on every disk at once, then all restarted.
+    PowerLossAll,
 }
 
 impl FaultKind {
     /// Relative frequencies: the leader's death most often.
-    const WEIGHTS: [(FaultKind, u32); 14] = [
+    /// The power-loss kinds come last and only when asked for by name, so the schedules of
+    /// `all` stay what they were.
+    const WEIGHTS: [(FaultKind, u32); 16] = [
         (FaultKind::KillLeader, 16),
         (FaultKind::KillFollower, 7),
         (FaultKind::PauseLeader, 10),
@@ -72,6 +79,8 @@ impl FaultKind {
         (FaultKind::WholeRestart, 3),
         (FaultKind::WipeMember, 4),
         (FaultKind::LoseMajority, 2),
+        (FaultKind::PowerLoss, 8),
+        (FaultKind::PowerLossAll, 4),
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,15 +99,23 @@ impl FaultKind {
             FaultKind::WholeRestart => "whole-restart",
             FaultKind::WipeMember => "wipe-member",
             FaultKind::LoseMajority => "lose-majority",
+            FaultKind::PowerLoss => "power-loss",
+            FaultKind::PowerLossAll => "power-loss-all",
         }
     }
 
+    /// What `--faults all` injects: every kind but power loss, which needs every data directory
+    /// on a FUSE mount.
     pub fn all() -> impl Iterator<Item = FaultKind> {
-        FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind)
+        FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind).filter(|kind| !kind.needs_lazy_disks())
     }
 
     pub fn parse(name: &str) -> Option<FaultKind> {
-        FaultKind::all().find(|kind| kind.name() == name)
+        FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind).find(|kind| kind.name() == name)
+    }
+
+    pub fn needs_lazy_disks(self) -> bool {
+        matches!(self, FaultKind::PowerLoss | FaultKind::PowerLossAll)
     }
 
     fn needs_network(self) -> bool {
@@ -162,7 +179,7 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
             roll -= weight;
         }
         let hold_ms = match kind {
-            FaultKind::KillLeader | FaultKind::KillFollower => rng.gen_range(300..4000),
+            FaultKind::KillLeader | FaultKind::KillFollower | FaultKind::PowerLoss => rng.gen_range(300..4000),
             FaultKind::PauseLeader => rng.gen_range(1000..6000),
             FaultKind::PauseFollower => rng.gen_range(1000..8000),
             // Drawn from the same range as before (so a seed keeps its kinds), but at least
@@ -175,7 +192,7 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
             FaultKind::ClockStep => rng.gen_range(2000..10_000),
             FaultKind::ClockDrift => rng.gen_range(4000..MAX_DRIFT_HOLD_MS),
             FaultKind::Membership | FaultKind::GracefulRestart => rng.gen_range(0..1000),
-            FaultKind::WholeRestart => rng.gen_range(200..2000),
+            FaultKind::WholeRestart | FaultKind::PowerLossAll => rng.gen_range(200..2000),
             // About how long the rebuild takes here; the fault lasts at least this long.
             FaultKind::WipeMember => 8000,
             FaultKind::LoseMajority => 15_000,
@@ -205,6 +222,8 @@ pub fn available_kinds(nodes: &Nodes, wanted: &[FaultKind]) -> (Vec<FaultKind>, 
             skipped.push(format!("{} (no network namespaces)", kind.name()));
         } else if kind.needs_clocks() && !nodes.clocks_available() {
             skipped.push(format!("{} (no libfaketime)", kind.name()));
+        } else if kind.needs_lazy_disks() && !nodes.lazy_disks() {
+            skipped.push(format!("{} (data directories not on the power-loss file system)", kind.name()));
         } else {
             kinds.push(kind);
         }
@@ -467,6 +486,20 @@ async fn inject(
             }
         }
         FaultKind::WipeMember | FaultKind::LoseMajority => disk_fault(nodes, record, plan, leader, watchers).await,
+        FaultKind::PowerLoss | FaultKind::PowerLossAll => {
+            let victims = crate::power::cut(nodes, record, plan, leader);
+            let whole = plan.kind == FaultKind::PowerLossAll;
+            // As for kill-leader and whole-restart: one node's cut is timed from the cut, the
+            // whole cluster's from its restart.
+            if !whole && leader.is_some_and(|l| victims.contains(&l.node)) {
+                watch_recovery(nodes, record, plan.kind, leader, watchers);
+            }
+            tokio::time::sleep(hold).await;
+            crate::power::restart(nodes, record, &victims);
+            if whole {
+                watch_recovery(nodes, record, plan.kind, leader, watchers);
+            }
+        }
         FaultKind::WholeRestart => {
             ev(format!("kill -9 every node, restart after {:.1}s", hold.as_secs_f64()));
             let all = nodes.ids();

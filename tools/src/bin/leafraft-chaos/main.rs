@@ -4,7 +4,8 @@
 //! libfaketime preloaded when installed), drives concurrent clients against every node and every
 //! ID endpoint, injects a seeded schedule of faults (kill -9, SIGSTOP, partitions, clock steps and
 //! drift, membership churn, whole-cluster restarts, wiped disks, a majority lost for good and
-//! recovered from a survivor), heals everything, and then judges what the
+//! recovered from a survivor; power cuts that drop every unsynced write, asked for by name), heals
+//! everything, and then judges what the
 //! clients saw with the checker. The last line is `RESULT: PASS` or `RESULT: FAIL`; the exit code
 //! is 0 or 1 to match.
 //!
@@ -12,11 +13,12 @@
 //! leafraft-chaos --seed 7 --nodes 3 --duration 60s
 //! leafraft-chaos --soak 30m                  # runs seed, seed+1, … alternating 3 and 5 nodes
 //! leafraft-chaos --plant serve-twice …       # a debug build of leafraft with a bug planted
+//! leafraft-chaos --faults power-loss,power-loss-all,kill-leader [--fsync false]
 //! ```
 //!
 //! Code map: [`nodes`] (processes, clocks, membership calls), [`net`] (namespaces and cuts),
 //! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection), [`disks`]
-//! (wiped members and recovery from a survivor), [`history`]
+//! (wiped members and recovery from a survivor), [`power`] (power cuts), [`history`]
 //! (what clients saw), [`checker`] (the verdict, pure).
 
 mod checker;
@@ -25,6 +27,7 @@ mod faults;
 mod history;
 mod net;
 mod nodes;
+mod power;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -85,9 +88,15 @@ struct Args {
     binary: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = NetMode::Auto)]
     net: NetMode,
-    /// Comma-separated fault kinds, `all` or `none`.
+    /// Comma-separated fault kinds, `all` or `none`. `all` is every kind but `power-loss` and
+    /// `power-loss-all`, which are asked for by name (`all,power-loss`): they put every node's
+    /// data directory on a FUSE mount that forgets unsynced writes.
     #[arg(long, default_value = "all")]
     faults: String,
+    /// Starts the nodes with `--fsync false` when false: unsafe on power loss, the comparison
+    /// that shows the power-loss faults can fail a run.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    fsync: bool,
     /// Plants a bug in the nodes (debug builds of leafraft only): serve-twice, uncommitted-claim,
     /// shared-worker.
     #[arg(long)]
@@ -152,14 +161,15 @@ fn main() {
 }
 
 async fn run(args: Args) -> anyhow::Result<bool> {
-    let kinds: Vec<FaultKind> = match args.faults.as_str() {
-        "all" => FaultKind::all().collect(),
-        "none" => Vec::new(),
-        list => list
-            .split(',')
-            .map(|name| FaultKind::parse(name.trim()).with_context(|| format!("unknown fault kind {name:?}")))
-            .collect::<anyhow::Result<_>>()?,
-    };
+    let mut kinds: Vec<FaultKind> = Vec::new();
+    for name in args.faults.split(',').map(str::trim).filter(|name| *name != "none") {
+        match name {
+            "all" => kinds.extend(FaultKind::all()),
+            name => kinds.push(FaultKind::parse(name).with_context(|| format!("unknown fault kind {name:?}"))?),
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
     if let Some(bug) = &args.plant {
         if leafraft::planted::PlantedBug::parse(bug).is_none() {
             bail!("unknown planted bug {bug:?} (known: {})", leafraft::planted::PlantedBug::NAMES.join(", "));
@@ -194,7 +204,16 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         }
         return Ok(true);
     }
+    if kinds.iter().any(|kind| kind.needs_lazy_disks()) {
+        if let Some(why) = power::unavailable() {
+            // Exit code 2: not a pass, and not a failure of the system under test.
+            println!("power loss unavailable: {why}");
+            println!("RESULT: SKIP (the power-loss faults need FUSE)");
+            std::process::exit(2);
+        }
+    }
     net::cleanup_stale();
+    power::cleanup_stale_mounts();
     let Some(soak) = args.soak else {
         let summary = run_once(&args, &binary, &kinds, args.seed, args.nodes, args.duration).await?;
         if let Some(path) = &args.report {
@@ -276,13 +295,28 @@ async fn run_once(
         "1500".into(),
     ]
     .into();
-    let nodes = Arc::new(Nodes::new(binary.to_path_buf(), dir.clone(), net, faketime, args.plant.clone(), serve_args)?);
+    let mut serve_args = serve_args;
+    if !args.fsync {
+        serve_args.extend(["--fsync".to_string(), "false".to_string()]);
+    }
+    let lazy_disks = wanted.iter().any(|kind| kind.needs_lazy_disks());
+    let nodes = Arc::new(Nodes::new(
+        binary.to_path_buf(),
+        dir.clone(),
+        net,
+        faketime,
+        args.plant.clone(),
+        serve_args,
+        lazy_disks,
+    )?);
     let (kinds, skipped) = faults::available_kinds(&nodes, wanted);
     println!(
-        "leafraft-chaos seed={seed} nodes={size} duration={}s network={network} clocks={} workers={workers} clients={}{}",
+        "leafraft-chaos seed={seed} nodes={size} duration={}s network={network} clocks={} workers={workers} clients={}{}{}{}",
         duration.as_secs(),
         if faketime { "libfaketime" } else { "real" },
         args.clients,
+        if lazy_disks { " disks=lazyfs" } else { "" },
+        if args.fsync { "" } else { " fsync=false" },
         args.plant.as_ref().map(|bug| format!(" planted-bug={bug}")).unwrap_or_default()
     );
     if !skipped.is_empty() {

@@ -24,6 +24,8 @@ use serde_json::Value;
 
 use crate::history::Incarnation;
 use crate::net::Net;
+use leafraft_tools::lazyfs::LazyMount;
+use leafraft_tools::lazyfs::Lost;
 
 /// Debian's libfaketime, multi-threaded variant.
 pub const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -72,6 +74,9 @@ pub struct Nodes {
     planted: Option<String>,
     /// Flags every node gets (the snowflake layout and lease of the run).
     serve_args: Vec<String>,
+    /// Every node's data on its own power-loss file system (`leafraft_tools::lazyfs`).
+    lazy_disks: bool,
+    mounts: Mutex<BTreeMap<u64, LazyMount>>,
     nodes: Mutex<BTreeMap<u64, Node>>,
     /// Node IDs ever used; a new node always gets a fresh one.
     next_id: AtomicU32,
@@ -107,6 +112,7 @@ impl Nodes {
         faketime: bool,
         planted: Option<String>,
         serve_args: Vec<String>,
+        lazy_disks: bool,
     ) -> anyhow::Result<Nodes> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build()?;
         Ok(Nodes {
@@ -117,6 +123,8 @@ impl Nodes {
             faketime,
             planted,
             serve_args,
+            lazy_disks,
+            mounts: Mutex::new(BTreeMap::new()),
             nodes: Mutex::new(BTreeMap::new()),
             next_id: AtomicU32::new(1),
             http,
@@ -136,6 +144,39 @@ impl Nodes {
         self.faketime
     }
 
+    pub fn lazy_disks(&self) -> bool {
+        self.lazy_disks
+    }
+
+    /// Mounts `id`'s own power-loss file system and answers where.
+    fn mount_disk(&self, id: u64) -> anyhow::Result<PathBuf> {
+        let root = self.dir.join(format!("node{id}.disk"));
+        let mount = LazyMount::mount(&root, &self.dir.join(format!("node{id}.backing")))
+            .with_context(|| format!("mount the power-loss file system of node {id}"))?;
+        self.mounts.lock().unwrap_or_else(|e| e.into_inner()).insert(id, mount);
+        Ok(root)
+    }
+
+    /// A power cut on `id`'s disk, whose process must be dead: what it never synced is gone.
+    pub fn power_cut(&self, id: u64) -> anyhow::Result<Lost> {
+        if self.is_running(id) {
+            bail!("node {id} still runs");
+        }
+        let mounts = self.mounts.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mount) = mounts.get(&id) else { bail!("node {id} has no power-loss mount") };
+        // The kernel closes a killed process's files a moment after it is reaped.
+        Ok(tokio::task::block_in_place(|| mount.power_cut(Duration::from_secs(5))))
+    }
+
+    /// A directory for `id`'s data recovered by `leafraft recover` (round `round`): on its disk.
+    pub fn recovery_dir(&self, id: u64, round: u32) -> PathBuf {
+        if self.lazy_disks {
+            self.dir.join(format!("node{id}.disk")).join(format!("recovered{round}"))
+        } else {
+            self.dir.join(format!("node{id}.recovered{round}"))
+        }
+    }
+
     /// Gives a new node an ID, a slot (namespace or port) and a directory; does not start it.
     fn reserve(&self, args_for: impl FnOnce(&str) -> Vec<String>) -> anyhow::Result<u64> {
         let id = u64::from(self.next_id.fetch_add(1, Ordering::SeqCst));
@@ -147,7 +188,8 @@ impl Nodes {
             Some(_) => bail!("no free network namespace for node {id}"),
             None => format!("127.0.0.1:{}", free_port()?),
         };
-        let data_dir = self.dir.join(format!("node{id}"));
+        let data_dir =
+            if self.lazy_disks { self.mount_disk(id)?.join("data") } else { self.dir.join(format!("node{id}")) };
         let clock_file = self.dir.join(format!("node{id}.faketime"));
         std::fs::write(&clock_file, "+0\n")?;
         let target = Target {
@@ -345,6 +387,12 @@ impl Nodes {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
             _ => {}
         }
+        if self.lazy_disks {
+            // The operator's wipe is done for good: a later power cut must not bring it back.
+            if let Some(parent) = node.data_dir.parent() {
+                File::open(parent)?.sync_all()?;
+            }
+        }
         node.target.disk.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -418,6 +466,7 @@ impl Nodes {
         if let Some(node) = self.lock().remove(&id) {
             let _ = std::fs::remove_dir_all(&node.data_dir);
         }
+        self.mounts.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
     }
 
     pub fn ids(&self) -> Vec<u64> {
