@@ -371,33 +371,14 @@ fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{text}' is not a HOST:PORT address"))
 }
 
-/// Parses `1=host:port,2=host:port`.
-pub fn parse_initial_cluster(text: &str) -> Result<BTreeMap<NodeId, String>, String> {
-    let mut members = BTreeMap::new();
-    for part in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (id, addr) =
-            part.split_once('=').ok_or_else(|| format!("'{part}' in --initial-cluster is not ID=HOST:PORT"))?;
-        let id: NodeId = id.trim().parse().map_err(|_| format!("'{id}' in --initial-cluster is not a node ID"))?;
-        let addr = addr.trim();
-        if !addr.contains(':') {
-            return Err(format!("'{addr}' in --initial-cluster is not HOST:PORT"));
-        }
-        if members.insert(id, addr.to_string()).is_some() {
-            return Err(format!("node {id} appears twice in --initial-cluster"));
-        }
-    }
-    if members.is_empty() {
-        return Err("--initial-cluster lists no members".into());
-    }
-    Ok(members)
-}
-
 pub mod founding;
+mod initial_cluster;
 mod security;
 mod services;
 #[cfg(test)]
 mod tests;
 
+pub use initial_cluster::parse_initial_cluster;
 use security::resolve_connections;
 use security::resolve_tls;
 pub use security::ConnectionLimits;

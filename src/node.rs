@@ -104,26 +104,14 @@ pub struct RunningNode {
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
 pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode, RunError> {
     let (identity, store) = open_store(&config).await?;
-    let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
     let (http, tls) = peer_client(&config)?;
     if tls.as_ref().is_some_and(|tls| tls.mutual()) {
         identity.require_certificate_names(|der, id| crate::tls::names_node(&der.into(), id));
     }
     let peer_secret: Option<Arc<str>> = config.credentials.peer.as_ref().map(|s| Arc::from(s.expose()));
-    let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
-    let hold = std::time::Duration::from_millis(raft_config.election_timeout_max);
-    let previous = storage::vote_hold::record_vote_hold(&config.data_dir, hold)
-        .map_err(|e| RunError(format!("cannot record the vote hold in {}: {e}", config.data_dir.display())))?;
-    lease.restarted(previous);
-    let network = raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone())
-        .with_tls(tls.is_some())
-        .with_lease(lease.clone());
-    let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
-    let network = raft::DurableCommitNetwork::new(network.with_amnesia_guard(amnesia.clone()), store.log.durability());
-    let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
-        .await
-        .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
-    raft::lease::keep_restart_hold(&raft, &lease);
+    let network =
+        raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone()).with_tls(tls.is_some());
+    let (raft, lease, amnesia) = start_raft(&config, &store, network).await?;
 
     // Before the server runs, so nothing a peer replicates can make an empty directory look used.
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
@@ -201,6 +189,29 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
     }
     let http = http.build().map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
     Ok((http, tls))
+}
+
+/// Starts this node's Raft on `store` over `network`, with its leader lease (keeping the longer
+/// vote hold a previous process promised, `storage::vote_hold`) and its amnesia guard.
+async fn start_raft(
+    config: &Config,
+    store: &storage::Store,
+    network: raft::network::NetworkFactory,
+) -> Result<(raft::Raft, Arc<raft::LeaderLease>, Arc<raft::AmnesiaGuard>), RunError> {
+    let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
+    let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
+    let hold = std::time::Duration::from_millis(raft_config.election_timeout_max);
+    let previous = storage::vote_hold::record_vote_hold(&config.data_dir, hold)
+        .map_err(|e| RunError(format!("cannot record the vote hold in {}: {e}", config.data_dir.display())))?;
+    lease.restarted(previous);
+    let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
+    let network = network.with_lease(lease.clone()).with_amnesia_guard(amnesia.clone());
+    let network = raft::DurableCommitNetwork::new(network, store.log.durability());
+    let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
+        .await
+        .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
+    raft::lease::keep_restart_hold(&raft, &lease);
+    Ok((raft, lease, amnesia))
 }
 
 /// Loads (or creates) this data dir's identity, then opens its store, bound to that identity
