@@ -119,7 +119,10 @@ impl Transport {
         }
         let mut http = reqwest::Client::builder()
             .connect_timeout(settings.attempt_timeout)
-            .pool_idle_timeout(Duration::from_secs(30));
+            // Below a node's --header-read-timeout-ms (10 s by default), after which it closes an
+            // idle kept-alive connection: a request sent on one the node is closing would fail,
+            // and a write is not sent again.
+            .pool_idle_timeout(Duration::from_secs(5));
         if let Some(pem) = &settings.ca_pem {
             let certificates = reqwest::Certificate::from_pem_bundle(pem)
                 .map_err(|e| ClientError::Config(format!("the CA is not PEM certificates: {}", chain(&e))))?;
