@@ -46,6 +46,9 @@ pub enum ErrorCode {
     Forbidden,
     /// A command that needs a newer cluster version than the cluster runs (rolling upgrades).
     FeatureNotEnabled,
+    /// This node has not compared its clock with its peers' yet (its first moments after start,
+    /// after a bounded wait): time-sequence IDs wait for that check. Retry shortly.
+    ClockUnchecked,
 }
 
 impl ErrorCode {
@@ -75,6 +78,7 @@ impl ErrorCode {
             ErrorCode::ClockAhead => "CLOCK_AHEAD",
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::FeatureNotEnabled => "FEATURE_NOT_ENABLED",
+            ErrorCode::ClockUnchecked => "CLOCK_UNCHECKED",
         }
     }
 
@@ -86,7 +90,8 @@ impl ErrorCode {
             | ErrorCode::WorkerUnavailable
             | ErrorCode::NoLeader
             | ErrorCode::SecondExhausted
-            | ErrorCode::ClockAhead => StatusCode::SERVICE_UNAVAILABLE,
+            | ErrorCode::ClockAhead
+            | ErrorCode::ClockUnchecked => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound | ErrorCode::NamespaceNotFound => {
                 StatusCode::NOT_FOUND
             }

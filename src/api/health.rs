@@ -21,8 +21,9 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready means segment IDs and reads can be served; the body also says whether snowflake IDs
-/// are, and why not (a refused clock does not take the node out of a load balancer).
+/// Ready means segment IDs and reads can be served; the body also says, kind by kind, whether
+/// snowflake, time-sequence and monotonic IDs are, and why not (a refused clock does not take the
+/// node out of a load balancer).
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -44,7 +45,22 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
                 (None, Some(worker)) => json!({"ready": true, "worker_id": worker}),
                 (None, None) => json!({"ready": false, "reason": "no worker acquired yet"}),
             };
-            (StatusCode::OK, Json(json!({"status": "ready", "snowflake": snowflake}))).into_response()
+            let timeseq = match state.snowflakes.clock_refusal() {
+                None => json!({"ready": true}),
+                Some(refused) => json!({"ready": false, "reason": refused.message}),
+            };
+            let monotonic = match state.cluster.metrics().current_leader {
+                Some(_) => json!({"ready": true}),
+                None => json!({"ready": false, "reason": "no leader known"}),
+            };
+            let body = json!({
+                "status": "ready",
+                "segment": {"ready": true},
+                "snowflake": snowflake,
+                "timeseq": timeseq,
+                "monotonic": monotonic,
+            });
+            (StatusCode::OK, Json(body)).into_response()
         }
         Err(reason) => Error::not_ready(reason).into_response(),
     }

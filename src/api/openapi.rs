@@ -80,7 +80,22 @@ pub struct Health {
 pub struct Ready {
     #[schema(example = "ready")]
     pub status: String,
+    /// Segment IDs: ready whenever the node is.
+    pub segment: KindReadiness,
     pub snowflake: SnowflakeReadiness,
+    /// Time-sequence IDs: ready once this node's clock is confirmed by its peers.
+    pub timeseq: KindReadiness,
+    /// Monotonic tags: ready while a leader is known (the leader serves them).
+    pub monotonic: KindReadiness,
+}
+
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KindReadiness {
+    pub ready: bool,
+    /// Why this kind is refused, when not ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]

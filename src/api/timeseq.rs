@@ -130,7 +130,7 @@ fn leaf_timeseq_code(code: ErrorCode) -> i32 {
     match code {
         ErrorCode::NamespaceNotFound | ErrorCode::InvalidArgument => -2,
         ErrorCode::SecondExhausted | ErrorCode::NoLeader => -3,
-        ErrorCode::ClockBackwards | ErrorCode::ClockAhead => -4,
+        ErrorCode::ClockBackwards | ErrorCode::ClockAhead | ErrorCode::ClockUnchecked => -4,
         _ => -1,
     }
 }

@@ -54,7 +54,9 @@ impl Snowflakes {
             return;
         }
         let verdict = self.check_clock().await;
-        if !self.lock().record_verdict(verdict) {
+        let serving = self.lock().record_verdict(verdict);
+        self.clock_checked.send_replace(true);
+        if !serving {
             return;
         }
         let holding =

@@ -127,6 +127,9 @@ pub struct Snowflakes {
     layout: Layout,
     state: Mutex<State>,
     issued: AtomicU64,
+    /// Turns true once the first peer clock check has given its verdict (time sequences wait
+    /// for it rather than refusing in a node's first moments).
+    clock_checked: tokio::sync::watch::Sender<bool>,
 }
 
 pub fn engine_layout(layout: &SnowflakeLayout) -> Layout {
@@ -146,6 +149,7 @@ impl Snowflakes {
             config,
             state: Mutex::new(State::at_start()),
             issued: AtomicU64::new(0),
+            clock_checked: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -241,11 +245,18 @@ impl Snowflakes {
         let state = self.lock();
         if state.clock_checks == 0 {
             return Some(Error::new(
-                ErrorCode::ClockBackwards,
-                "this node's clock has not been compared with its peers' yet",
+                ErrorCode::ClockUnchecked,
+                "this node's clock has not been compared with its peers' yet; retry shortly",
             ));
         }
         state.refused.clone().filter(|refused| refused.code == ErrorCode::ClockBackwards)
+    }
+
+    /// Waits until the first peer clock check has given its verdict ([`Snowflakes::clock_refusal`]
+    /// then answers it).
+    pub async fn clock_checked(&self) {
+        let mut checked = self.clock_checked.subscribe();
+        let _ = checked.wait_for(|checked| *checked).await;
     }
 
     pub fn status(&self) -> SnowflakeStatus {

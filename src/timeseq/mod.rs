@@ -135,8 +135,10 @@ pub struct Timeseq {
 
 impl Timeseq {
     pub fn new(cluster: Arc<Cluster>, snowflakes: Arc<Snowflakes>) -> Timeseq {
-        let unchecked =
-            Error::new(ErrorCode::ClockBackwards, "this node's clock has not been checked against its peers yet");
+        let unchecked = Error::new(
+            ErrorCode::ClockUnchecked,
+            "this node's clock has not been compared with its peers' yet; retry shortly",
+        );
         Timeseq {
             cluster,
             snowflakes,
@@ -163,6 +165,7 @@ impl Timeseq {
     /// takes it from the range held for this second without building a `Vec`, else waits as
     /// [`Timeseq::next_ids`] does.
     pub async fn next_id(self: &Arc<Self>, namespace: &str, shard: u64) -> Result<(Parts, Layout), Error> {
+        self.await_first_clock_check().await;
         if let Some(ns) = self.holders.load().get(namespace) {
             let started_ms = self.begin(ns, shard)?;
             if let Take::Ids { range, refill_due } = ns.holder.take(started_ms / 1000, 1) {
@@ -188,6 +191,7 @@ impl Timeseq {
             Some(ns) => ns.clone(),
             None => self.create_holder(namespace)?,
         };
+        self.await_first_clock_check().await;
         let started_ms = self.begin(&ns, shard)?;
         let deadline = tokio::time::Instant::now() + MAX_WAIT;
         let mut ids = Vec::with_capacity(count as usize);
@@ -246,6 +250,21 @@ impl Timeseq {
         }
         ns.issued.fetch_add(count, Ordering::Relaxed);
         Ok(ids)
+    }
+
+    /// In a node's first moments, before its clock was first compared with its peers': waits
+    /// (at most [`MAX_WAIT`], as a request waits for a range) for that check and copies its
+    /// verdict, instead of refusing a request the next moment would serve. Afterwards one load.
+    async fn await_first_clock_check(&self) {
+        let unchecked = |refused: Option<&Error>| refused.is_some_and(|e| e.code == ErrorCode::ClockUnchecked);
+        if !unchecked(self.clock_refused.load().as_deref()) {
+            return;
+        }
+        let _ = tokio::time::timeout(MAX_WAIT, self.snowflakes.clock_checked()).await;
+        let verdict = self.snowflakes.clock_refusal();
+        if !unchecked(verdict.as_ref()) {
+            self.clock_refused.store(verdict.map(Arc::new));
+        }
     }
 
     /// What every request does before it takes IDs: checks its shard and this node's clock, and

@@ -143,3 +143,40 @@ async fn a_node_20_minutes_behind_is_refused() {
     let leaf = cluster.get_text(3, "/api/timeseq/get/orders?shard=1").await;
     assert_eq!(leaf, (StatusCode::INTERNAL_SERVER_ERROR, "Result{id=-4, status=EXCEPTION}".to_string()));
 }
+
+/// A node that has just become ready has not compared its clock with its peers' yet: a
+/// time-sequence request in that moment waits for the first check (bounded, as one waits for a
+/// range) instead of answering 503 `CLOCK_BACKWARDS`, and `/readyz` says kind by kind what the
+/// node serves.
+#[tokio::test]
+async fn regression_a_time_sequence_request_right_after_ready_is_served() {
+    let mut cluster = ProcessCluster::start(3);
+    cluster.wait_leader(TIMEOUT).await;
+    let (status, body) = create_namespace(&mut cluster, 1, r#"{"namespace":"orders"}"#).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    cluster.wait_ready(2, TIMEOUT).await;
+    // Node 2 serves the namespace once it has applied its creation.
+    let _served = answer_within(&mut cluster, 2, "shard=1", Result::is_ok).await;
+    cluster.kill(2);
+    cluster.restart(2);
+    // The first moment node 2 answers ready: polled without a pause, so the request below comes
+    // as early as a load balancer's would.
+    let (url, http) = (cluster.url(2), reqwest::Client::new());
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    let ready = loop {
+        if let Ok(response) = http.get(format!("{url}/readyz")).send().await {
+            if response.status() == StatusCode::OK {
+                break response.json::<Value>().await.expect("a /readyz body");
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "node 2 not ready after {TIMEOUT:?}");
+        // The poll's own pace (a millisecond), not a synchronisation: the condition is the answer.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let answer = ids(&mut cluster, 2, "shard=1").await;
+    assert!(answer.is_ok(), "right after /readyz answered {ready}: {answer:?}");
+    for kind in ["segment", "snowflake", "timeseq", "monotonic"] {
+        assert!(ready[kind]["ready"].is_boolean(), "/readyz reports no {kind}: {ready}");
+    }
+    assert_eq!(ready["segment"]["ready"], true, "{ready}");
+}
