@@ -30,7 +30,12 @@ if [ -x "$binary" ]; then
   echo "upgrade-test: baseline $version ($commit) cached at $binary"
 else
   if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
-    echo "upgrade-test: commit $commit of release $version is not in this clone (a shallow clone?)" >&2
+    # A shallow clone: fetch the baseline's history from where this clone came from.
+    echo "upgrade-test: commit $commit of release $version is not in this clone; fetching it"
+    git fetch --quiet --unshallow 2>/dev/null || git fetch --quiet origin "$commit" 2>/dev/null || true
+  fi
+  if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
+    echo "upgrade-test: commit $commit of release $version is not in this clone and cannot be fetched" >&2
     exit 1
   fi
   echo "upgrade-test: building baseline $version ($commit) in release mode"
