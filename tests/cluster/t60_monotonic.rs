@@ -75,6 +75,22 @@ fn the_real_time_check_sees_an_old_answer_after_a_new_one() {
     assert!(real_time_violations(&[newer, concurrent]).is_empty());
 }
 
+/// Creates the monotonic tag `tag` through `cluster`'s leader, with a step large enough that a
+/// deposed leader still holds IDs of its range while a newer one serves: only the confirmation
+/// (or the lease) keeps it from answering with them.
+pub(crate) async fn create_monotonic(cluster: &TestCluster, tag: &str) {
+    let leader = cluster.leader().await;
+    let create = Request::CreateTagInMode {
+        tag: tag.into(),
+        max_id: 1,
+        step: 100_000,
+        description: String::new(),
+        now_ms: 1_700_000_000_000,
+        mode: TagMode::Monotonic,
+    };
+    assert!(matches!(cluster.cluster(leader).write(create).await, Ok(Response::Tag { .. })));
+}
+
 /// Takes IDs of `tag` from every running node's `Segments` in turn, on `n_clients` tasks,
 /// recording each answered take, until stopped.
 pub(crate) fn spawn_clients(
@@ -120,17 +136,7 @@ async fn a_deposed_leader_never_answers_after_a_newer_leader_has() {
     fixtures::run(async {
         let cluster = TestCluster::new(3).await;
         let leader = cluster.leader().await;
-        let create = Request::CreateTagInMode {
-            tag: "ticks".into(),
-            max_id: 1,
-            // Large, so the cut-off leader still holds IDs of its range while the new leader serves:
-            // only the confirmation keeps it from answering with them.
-            step: 100_000,
-            description: String::new(),
-            now_ms: 1_700_000_000_000,
-            mode: TagMode::Monotonic,
-        };
-        assert!(matches!(cluster.cluster(leader).write(create).await, Ok(Response::Tag { .. })));
+        create_monotonic(&cluster, "ticks").await;
         let history = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let clients = spawn_clients(&cluster, "ticks", 6, Arc::clone(&history), Arc::clone(&stop));

@@ -9,33 +9,15 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use raft::Request;
-use raft::Response;
-use raft::TagMode;
-
 use crate::fixtures;
 use crate::fixtures::cluster::CATCH_UP_LIMIT;
 use crate::fixtures::filter::Filter;
 use crate::fixtures::filter::Kind;
 use crate::fixtures::TestCluster;
+use crate::t60_monotonic::create_monotonic;
 use crate::t60_monotonic::real_time_violations;
 use crate::t60_monotonic::spawn_clients;
 use crate::t60_monotonic::Op;
-
-/// Creates the monotonic tag `tag` through `cluster`'s leader, with a step large enough that a
-/// deposed leader still holds IDs of its range while a newer one serves.
-async fn create_monotonic(cluster: &TestCluster, tag: &str) {
-    let leader = cluster.leader().await;
-    let create = Request::CreateTagInMode {
-        tag: tag.into(),
-        max_id: 1,
-        step: 100_000,
-        description: String::new(),
-        now_ms: 1_700_000_000_000,
-        mode: TagMode::Monotonic,
-    };
-    assert!(matches!(cluster.cluster(leader).write(create).await, Ok(Response::Tag { .. })));
-}
 
 /// Waits until `history` holds `more` takes beyond what it holds now.
 async fn wait_for_takes(history: &Arc<Mutex<Vec<Op>>>, more: usize, what: &str) {
