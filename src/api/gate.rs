@@ -1,5 +1,6 @@
 //! The one middleware every routed request passes: it checks the caller's credential
-//! ([`super::auth`]), counts the request by route and status once it is answered, and answers a
+//! ([`super::auth`]) and the cluster a request is pinned to ([`super::pin`]), stamps this node's
+//! cluster ID on what the handler (or the pin) answers, counts the request by route and status once it is answered, and answers a
 //! request still running when the node starts failing (`NO_LEADER`, see [`crate::failstop`]).
 //!
 //! Why one hand-written layer instead of three `from_fn` middlewares: each `from_fn` layer cloned
@@ -20,6 +21,7 @@ use axum::extract::Request;
 use axum::response::IntoResponse;
 use axum::response::Response;
 use pin_project_lite::pin_project;
+use raft::network::identity::CLUSTER_ID_HEADER;
 use tokio::sync::watch;
 use tower::Layer;
 use tower::Service;
@@ -34,6 +36,8 @@ pub struct Gatekeeper {
     pub auth: auth::Checker,
     /// Turns true when the node's storage fails.
     pub failing: watch::Receiver<bool>,
+    /// This node's cluster, which requests may be pinned to.
+    pub pin: super::pin::ClusterPin,
 }
 
 #[derive(Clone)]
@@ -76,9 +80,13 @@ where
     fn call(&mut self, mut request: Request) -> Self::Future {
         let keeper = self.keeper.clone();
         let route = request.extensions().get::<MatchedPath>().map(|path| keeper.auth.metrics.route_key(path.as_str()));
+        // A request refused for its credential learns nothing of this node, its cluster included.
         let running = match keeper.auth.refusal(&mut request) {
-            None => Running::Handler { future: self.inner.call(request) },
-            Some(refusal) => Running::Refused { response: Some(refusal) },
+            Some(refusal) => Running::Refused { response: Some(refusal), stamp: false },
+            None => match keeper.pin.refusal(&request) {
+                Some(refusal) => Running::Refused { response: Some(refusal), stamp: true },
+                None => Running::Handler { future: self.inner.call(request) },
+            },
         };
         GateFuture { running, failed: None, route, keeper }
     }
@@ -88,7 +96,7 @@ pin_project! {
     #[project = RunningProjection]
     enum Running<F> {
         Handler { #[pin] future: F },
-        Refused { response: Option<Response> },
+        Refused { response: Option<Response>, stamp: bool },
     }
 }
 
@@ -110,12 +118,13 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for GateFuture<F> 
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let response = match this.running.project() {
-            RunningProjection::Refused { response } => {
-                response.take().unwrap_or_else(|| Error::no_leader("polled after it answered").into_response())
-            }
+        let (mut response, stamp) = match this.running.project() {
+            RunningProjection::Refused { response, stamp } => (
+                response.take().unwrap_or_else(|| Error::no_leader("polled after it answered").into_response()),
+                *stamp,
+            ),
             RunningProjection::Handler { future } => match future.poll(cx) {
-                Poll::Ready(Ok(response)) => response,
+                Poll::Ready(Ok(response)) => (response, true),
                 Poll::Ready(Err(never)) => match never {},
                 Poll::Pending => {
                     let failing = &this.keeper.failing;
@@ -123,13 +132,16 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for GateFuture<F> 
                     if failed.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
                     }
-                    Error::no_leader(
+                    let failed = Error::no_leader(
                         "this node stopped because its storage failed; the request may or may not have been applied",
-                    )
-                    .into_response()
+                    );
+                    (failed.into_response(), false)
                 }
             },
         };
+        if let Some(value) = stamp.then(|| this.keeper.pin.header()).flatten() {
+            response.headers_mut().entry(CLUSTER_ID_HEADER).or_insert_with(|| value.clone());
+        }
         if let Some(route) = *this.route {
             this.keeper.auth.metrics.count_request(route, response.status().as_u16());
         }

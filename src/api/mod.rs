@@ -91,6 +91,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
             refusals: services.refusals.clone(),
         },
         failing,
+        pin: pin::ClusterPin::new(services.cluster.identity().clone()),
     });
     let state = AppState(Arc::new(services));
     Router::new()
@@ -125,9 +126,6 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
         .route("/api/timeseq/get/{ns}", get(timeseq::leaf_get))
         .with_state(state.clone())
         .merge(peer_routes(state.clone()))
-        // Inside the gate, so a request pinned to another cluster is refused after the credential
-        // check and counted like any answer.
-        .route_layer(pin::PinLayer::new(pin::ClusterPin::new(state.cluster.identity().clone())))
         .route_layer(gate)
         .fallback(not_found)
 }

@@ -9,28 +9,20 @@
 //! first contact and sends it from then on. `/raft/*` is left to the identity check (`peer`),
 //! which reads the same header as the sender's cluster.
 //!
-//! On the hot path this costs an atomic load and one header insert of a value made once; the
-//! request header is parsed only when present. A hand-written layer, like `gate`, so it adds no
-//! clone of the state and no boxed future.
+//! The gate ([`super::gate`]) runs it after the credential check, so a pinned request is refused
+//! and counted like any answer. On the hot path this costs an atomic load and one header insert of
+//! a value made once; the request header is parsed only when present.
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::task::Context;
-use std::task::Poll;
 
 use axum::extract::Request;
 use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use pin_project_lite::pin_project;
 use raft::network::identity::hex_id;
 use raft::network::identity::CLUSTER_ID_HEADER;
 use raft::network::IdentityCheck;
-use tower::Layer;
-use tower::Service;
 
 use crate::error::Error;
 use crate::error::ErrorCode;
@@ -48,7 +40,7 @@ impl ClusterPin {
     }
 
     /// The header value of this node's cluster ID, once it has one.
-    fn header(&self) -> Option<&HeaderValue> {
+    pub(super) fn header(&self) -> Option<&HeaderValue> {
         if let Some(value) = self.header.get() {
             return Some(value);
         }
@@ -60,7 +52,7 @@ impl ClusterPin {
     }
 
     /// The answer to a request pinned to another cluster than this node's, if it is one.
-    fn refusal(&self, request: &Request) -> Option<Response> {
+    pub(super) fn refusal(&self, request: &Request) -> Option<Response> {
         let pinned = request.headers().get(CLUSTER_ID_HEADER)?;
         if request.uri().path().starts_with("/raft/") {
             return None;
@@ -76,89 +68,5 @@ impl ClusterPin {
         let this = if local == 0 { "no cluster yet".to_string() } else { format!("cluster {}", hex_id(local)) };
         let message = format!("the request is for cluster {}, this node belongs to {this}", hex_id(pinned));
         Some(Error::new(ErrorCode::ClusterMismatch, message).into_response())
-    }
-}
-
-#[derive(Clone)]
-pub struct PinLayer {
-    pin: Arc<ClusterPin>,
-}
-
-impl PinLayer {
-    pub fn new(pin: ClusterPin) -> PinLayer {
-        PinLayer { pin: Arc::new(pin) }
-    }
-}
-
-impl<S> Layer<S> for PinLayer {
-    type Service = Pinned<S>;
-
-    fn layer(&self, inner: S) -> Pinned<S> {
-        Pinned { inner, pin: self.pin.clone() }
-    }
-}
-
-#[derive(Clone)]
-pub struct Pinned<S> {
-    inner: S,
-    pin: Arc<ClusterPin>,
-}
-
-impl<S> Service<Request> for Pinned<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible>,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = PinnedFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        let running = match self.pin.refusal(&request) {
-            None => Running::Handler { future: self.inner.call(request) },
-            Some(refusal) => Running::Refused { response: Some(refusal) },
-        };
-        PinnedFuture { running, pin: self.pin.clone() }
-    }
-}
-
-pin_project! {
-    #[project = RunningProjection]
-    enum Running<F> {
-        Handler { #[pin] future: F },
-        Refused { response: Option<Response> },
-    }
-}
-
-pin_project! {
-pub struct PinnedFuture<F> {
-    #[pin]
-    running: Running<F>,
-    pin: Arc<ClusterPin>,
-}
-}
-
-impl<F: Future<Output = Result<Response, Infallible>>> Future for PinnedFuture<F> {
-    type Output = Result<Response, Infallible>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let mut response = match this.running.project() {
-            RunningProjection::Refused { response } => {
-                response.take().unwrap_or_else(|| Error::no_leader("polled after it answered").into_response())
-            }
-            RunningProjection::Handler { future } => match future.poll(cx) {
-                Poll::Ready(Ok(response)) => response,
-                Poll::Ready(Err(never)) => match never {},
-                Poll::Pending => return Poll::Pending,
-            },
-        };
-        if let Some(value) = this.pin.header() {
-            response.headers_mut().entry(CLUSTER_ID_HEADER).or_insert_with(|| value.clone());
-        }
-        Poll::Ready(Ok(response))
     }
 }
