@@ -179,6 +179,7 @@ fetch_round() {
   local node=$1
   shift
   local ok=0 code tag
+  FETCH_FAILURES=""
   for tag in "$@"; do
     code=$(http GET "$node" "/v1/segment/$tag?count=100")
     N_REQ=$((N_REQ + 1))
@@ -186,6 +187,7 @@ fetch_round() {
       N_SEG=$((N_SEG + $(jq '.ids | length' "$WORK/body")))
     else
       log "node $node: GET /v1/segment/$tag?count=100 -> $code $(body_code)"
+      FETCH_FAILURES+="${FETCH_FAILURES:+; }""node $node: GET /v1/segment/$tag?count=100 -> $code $(body_code)"
       ok=1
     fi
     for _ in 1 2 3; do
@@ -197,6 +199,7 @@ fetch_round() {
         N_SEG=$((N_SEG + 1))
       else
         log "node $node: GET /api/segment/get/$tag -> $code $(head -c 100 "$WORK/body")"
+        FETCH_FAILURES+="${FETCH_FAILURES:+; }""node $node: GET /api/segment/get/$tag -> $code $(head -c 100 "$WORK/body")"
         ok=1
       fi
     done
@@ -207,6 +210,7 @@ fetch_round() {
     N_SNOW=$((N_SNOW + $(jq '.ids | length' "$WORK/body")))
   else
     log "node $node: GET /v1/snowflake?count=100 -> $code $(body_code)"
+    FETCH_FAILURES+="${FETCH_FAILURES:+; }""node $node: GET /v1/snowflake?count=100 -> $code $(body_code)"
     ok=1
   fi
   for _ in 1 2; do
@@ -218,6 +222,7 @@ fetch_round() {
       N_SNOW=$((N_SNOW + 1))
     else
       log "node $node: GET /api/snowflake/get/e2e -> $code $(head -c 100 "$WORK/body")"
+      FETCH_FAILURES+="${FETCH_FAILURES:+; }""node $node: GET /api/snowflake/get/e2e -> $code $(head -c 100 "$WORK/body")"
       ok=1
     fi
   done
@@ -410,7 +415,7 @@ for n in 1 2 3; do
 done
 for round in 1 2; do
   for n in 1 2 3; do
-    fetch_round "$n" "$TAG" || fail "node $n did not serve IDs in round $round"
+    fetch_round "$n" "$TAG" || fail "node $n did not serve IDs in round $round: $FETCH_FAILURES"
   done
 done
 log "fetched IDs from every node: $N_SEG segment, $N_SNOW snowflake so far"
@@ -472,7 +477,7 @@ note "survivors under load during the failover:$bg_summary"
 code=$(http POST "${SURVIVORS[0]}" /v1/tags "{\"tag\":\"$TAG2\",\"step\":500}" "$LEAFRAFT_SECRET")
 [ "$code" = 201 ] || fail "creating tag $TAG2 with one node dead answered $code $(cat "$WORK/body")"
 for n in "${SURVIVORS[@]}"; do
-  fetch_round "$n" "$TAG" "$TAG2" || fail "survivor $n did not serve after the leader was killed"
+  fetch_round "$n" "$TAG" "$TAG2" || fail "survivor $n did not serve after the leader was killed: $FETCH_FAILURES"
 done
 log "survivors serve both tags and accepted a write (tag $TAG2)"
 
@@ -492,7 +497,7 @@ SF_REJOIN_MS=$(($(now_ms) - t_start))
 # A restarted node that heard from no leader in its election timeout campaigns too (see `settled`).
 wait_until 60 "all three at one term under one leader, serving snowflake, for ${SETTLE_MS} ms, after restarting node $OLD_LEADER" \
   settled 1 2 3
-fetch_round "$OLD_LEADER" "$TAG" "$TAG2" || fail "restarted node $OLD_LEADER does not serve"
+fetch_round "$OLD_LEADER" "$TAG" "$TAG2" || fail "restarted node $OLD_LEADER does not serve: $FETCH_FAILURES"
 wait_until 60 "restarted container healthy again" healthy "$OLD_LEADER"
 note "restart: node $OLD_LEADER ready, following node $NEW_LEADER and caught up ${REJOIN_MS} ms after docker start; snowflake after ${SF_REJOIN_MS} ms; healthy again after $(($(now_ms) - t_start)) ms"
 
@@ -505,18 +510,18 @@ for n in 1 2 3; do
 done
 OTHERS=()
 for n in 1 2 3; do [ "$n" != "$CUT" ] && OTHERS+=("$n"); done
-fetch_round "$CUT" "$TAG" "$TAG2" || fail "node $CUT did not serve before the partition"
+fetch_round "$CUT" "$TAG" "$TAG2" || fail "node $CUT did not serve before the partition: $FETCH_FAILURES"
 TERM_BEFORE=$(cluster_field "$LEADER" .term)
 log "docker network disconnect $NET leafraft$CUT (a follower; leader is node $LEADER, term $TERM_BEFORE)"
 docker network disconnect "$NET" "${CID[$CUT]}" || die "docker network disconnect failed"
 t_cut=$(now_ms)
 for n in "${OTHERS[@]}"; do
-  fetch_round "$n" "$TAG" "$TAG2" || fail "node $n did not serve while node $CUT was cut off"
+  fetch_round "$n" "$TAG" "$TAG2" || fail "node $n did not serve while node $CUT was cut off: $FETCH_FAILURES"
 done
 code=$(http POST "${OTHERS[0]}" /v1/tags "{\"tag\":\"$TAG3\"}" "$LEAFRAFT_SECRET")
 [ "$code" = 201 ] || fail "creating tag $TAG3 while node $CUT was cut off answered $code $(cat "$WORK/body")"
 for n in "${OTHERS[@]}"; do
-  fetch_round "$n" "$TAG3" || fail "node $n did not serve the new tag $TAG3 while node $CUT was cut off"
+  fetch_round "$n" "$TAG3" || fail "node $n did not serve the new tag $TAG3 while node $CUT was cut off: $FETCH_FAILURES"
 done
 log "nodes ${OTHERS[*]} serve and accept writes while node $CUT is cut off"
 
@@ -596,7 +601,7 @@ log "settled ${SETTLE_MS_TAKEN} ms after reconnecting: leader node $LEADER, term
 note "reconnect: node $CUT ready and caught up after ${RECONNECT_MS} ms; leader node $LEADER, term $TERM_BEFORE -> $TERM_AFTER$([ "$TERM_AFTER" != "$TERM_BEFORE" ] && echo " (the rejoining node forced an election${later})"); snowflake on node $CUT again after ${SF_RECONNECT_MS} ms${reason:+ (refused until then: $reason)}; settled (one leader and term on every node for ${SETTLE_MS} ms) after ${SETTLE_MS_TAKEN} ms"
 
 for n in 1 2 3; do
-  fetch_round "$n" "${TAGS[@]}" || fail "node $n did not serve after the partition healed"
+  fetch_round "$n" "${TAGS[@]}" || fail "node $n did not serve after the partition healed: $FETCH_FAILURES"
 done
 wait_until 60 "all three containers healthy at the end" all_healthy
 

@@ -23,7 +23,8 @@ if ! [[ "$commit" =~ ^[0-9a-f]{40}$ ]]; then
   echo "upgrade-test: releases/$version does not hold a full commit hash" >&2
   exit 1
 fi
-cache="$PWD/target/upgrade-baseline"
+shared_build_dir="$PWD/target"
+cache="$shared_build_dir/upgrade-baseline"
 binary="$cache/leafraft-$version-${commit:0:12}"
 
 if [ -x "$binary" ]; then
@@ -43,8 +44,11 @@ else
   rm -rf "$src"
   mkdir -p "$src"
   git archive --format=tar "$commit" | tar -x -C "$src"
-  # Only the server binary: the baseline's tools, tests and benches are not needed.
-  (cd "$src" && cargo build --release --locked --quiet -p leafraft --bin leafraft --target-dir "$cache/target")
+  # Only the server binary: the baseline's tools, tests and benches are not needed. Its build
+  # directory is this tree's target/: the dependencies both releases share at the same version and
+  # features are compiled once (the workspace crates differ in version, so nothing is overwritten),
+  # and only the final binary lands in the baseline's own target directory.
+  (cd "$src" && CARGO_BUILD_BUILD_DIR="$shared_build_dir" cargo build --release --locked --quiet -p leafraft --bin leafraft --target-dir "$cache/target")
   cp "$cache/target/release/leafraft" "$binary.tmp"
   mv "$binary.tmp" "$binary"
   rm -rf "$src"
