@@ -12,9 +12,13 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+mod node;
 mod requests;
 mod security;
 mod segments;
+
+pub use node::tags_closest_to_end;
+pub use node::NodeScrape;
 
 pub use requests::RouteKey;
 pub use security::ConnectionMetrics;
@@ -86,6 +90,8 @@ pub struct Scrape {
     /// Time-sequence events since start, by kind (`claims`, `waits`, `exhausted_seconds`,
     /// `refused_clocks`).
     pub timeseq: Vec<(&'static str, u64)>,
+    /// Readiness and the tags closest to their end.
+    pub node: NodeScrape,
 }
 
 pub struct Metrics {
@@ -95,6 +101,9 @@ pub struct Metrics {
     /// the same difference twice.
     scraping: std::sync::Mutex<()>,
     segments: segments::SegmentSeries,
+    /// How many tags have series of their own (`--metrics-tag-series`).
+    tag_series: usize,
+    node: node::NodeSeries,
     raft: RaftGauges,
     snowflake_ids_issued: Counter,
     snowflake_worker: Gauge,
@@ -129,6 +138,7 @@ impl Metrics {
         let r = &mut registry;
         let requests = registered(r, "http_requests", "HTTP requests by route and status code", Family::default());
         let segments = segments::SegmentSeries::register(r, tag_series);
+        let node = node::NodeSeries::register(r);
         let raft = RaftGauges::register(r);
         let snowflake_ids_issued =
             registered(r, "snowflake_ids_issued", "Snowflake IDs handed out by this node", Counter::default());
@@ -175,11 +185,15 @@ impl Metrics {
         );
         let security = SecurityMetrics::register(r);
         let connections = ConnectionMetrics::register(r);
+        let requests = requests::RequestCounts::new(requests);
+        registry.register_collector(Box::new(requests.latencies()));
         Metrics {
             registry,
-            requests: requests::RequestCounts::new(requests),
+            requests,
             scraping: std::sync::Mutex::new(()),
             segments,
+            tag_series,
+            node,
             raft,
             snowflake_ids_issued,
             snowflake_worker,
@@ -200,9 +214,14 @@ impl Metrics {
         self.requests.key(route)
     }
 
-    /// Counts one answered request, without a lock or an allocation.
-    pub fn count_request(&self, key: RouteKey, code: u16) {
-        self.requests.count(key, code);
+    /// Counts one answered request and its latency, without a lock or an allocation.
+    pub fn count_request(&self, key: RouteKey, code: u16, took: Duration) {
+        self.requests.count(key, code, took);
+    }
+
+    /// How many tags have series of their own: also how many tags `tags_closest_to_end` keeps.
+    pub fn tag_series(&self) -> usize {
+        self.tag_series
     }
 
     /// Counts one segment claim of `tag` and how long it took to commit.
@@ -224,6 +243,7 @@ impl Metrics {
         self.raft.voters.set(to_i64(status.voters.len() as u64));
         self.raft.learners.set(to_i64(status.learners.len() as u64));
         self.segments.copy(&scrape.tags);
+        self.node.copy(scrape);
         let snowflake = &scrape.snowflake;
         self.snowflake_ids_issued.inc_by(snowflake.ids_issued.saturating_sub(self.snowflake_ids_issued.get()));
         self.snowflake_worker.set(snowflake.worker_id.map_or(-1, i64::from));

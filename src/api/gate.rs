@@ -88,7 +88,7 @@ where
                 None => Running::Handler { future: self.inner.call(request) },
             },
         };
-        GateFuture { running, failed: None, route, keeper }
+        GateFuture { running, failed: None, route, keeper, started: std::time::Instant::now() }
     }
 }
 
@@ -110,6 +110,8 @@ pub struct GateFuture<F> {
     failed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     route: Option<RouteKey>,
     keeper: Arc<Gatekeeper>,
+    // For the request's latency in `leafraft_http_request_duration_seconds`.
+    started: std::time::Instant,
 }
 }
 
@@ -143,7 +145,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for GateFuture<F> 
             response.headers_mut().entry(CLUSTER_ID_HEADER).or_insert_with(|| value.clone());
         }
         if let Some(route) = *this.route {
-            this.keeper.auth.metrics.count_request(route, response.status().as_u16());
+            this.keeper.auth.metrics.count_request(route, response.status().as_u16(), this.started.elapsed());
         }
         Poll::Ready(Ok(response))
     }

@@ -2,10 +2,19 @@
 //! and a lock (or a hash map behind one) that both cores take for every ID request showed up in
 //! profiles of the single-ID benchmark. Routes get a slot in a fixed table on first sight and are
 //! counted in plain atomics; the registry's family is brought up to date at scrape time.
+//! Latencies go the same way: per route, a fixed set of bucket counters in atomics, encoded as a
+//! histogram at scrape time by a collector (`Latencies`) that reads the same slots.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::MetricType;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -19,6 +28,14 @@ const SLOTS: usize = 64;
 
 /// The status codes the API answers; any other is counted in the registry directly.
 const CODES: [u16; 13] = [200, 201, 400, 401, 403, 404, 405, 409, 413, 415, 422, 500, 503];
+
+/// Upper bounds of the latency buckets, in seconds: 50 µs to about 1.6 s by doubling (an ID from a
+/// ready buffer answers in tens of microseconds, a forwarded write in milliseconds, a request that
+/// waits for a leader up to seconds); slower ones land in `+Inf`.
+const LATENCY_BOUNDS: [f64; 16] = [
+    0.000_05, 0.000_1, 0.000_2, 0.000_4, 0.000_8, 0.001_6, 0.003_2, 0.006_4, 0.012_8, 0.025_6, 0.051_2, 0.102_4,
+    0.204_8, 0.409_6, 0.819_2, 1.638_4,
+];
 
 /// Where a request's count goes: decided when the request arrives, used when it is answered.
 #[derive(Debug, Clone, Copy)]
@@ -34,11 +51,31 @@ struct Slot {
     /// The largest count a copy has brought the registry up to: a copy adds only what lies
     /// beyond it, so copies that overlap add each request once.
     copied: [AtomicU64; CODES.len()],
+    /// Answered requests by latency bucket (not cumulative; the last is `+Inf`), all codes.
+    latency: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+    latency_sum_nanos: AtomicU64,
 }
 
 pub struct RequestCounts {
-    slots: Box<[Slot]>,
+    slots: Arc<[Slot]>,
     family: Family<RequestLabels, Counter>,
+}
+
+/// The `http_request_duration_seconds` histogram per route, read from the slots at scrape time.
+#[derive(Debug)]
+pub struct Latencies {
+    slots: Arc<[Slot]>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("route", &self.route.get()).finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
 }
 
 impl RequestCounts {
@@ -48,9 +85,16 @@ impl RequestCounts {
                 route: OnceLock::new(),
                 counts: std::array::from_fn(|_| AtomicU64::new(0)),
                 copied: std::array::from_fn(|_| AtomicU64::new(0)),
+                latency: std::array::from_fn(|_| AtomicU64::new(0)),
+                latency_sum_nanos: AtomicU64::new(0),
             })
             .collect();
         RequestCounts { slots, family }
+    }
+
+    /// The collector that encodes the slots' latencies.
+    pub fn latencies(&self) -> Latencies {
+        Latencies { slots: self.slots.clone() }
     }
 
     /// The slot of a route template, taking a free one on first sight (open addressing; a slot,
@@ -67,7 +111,17 @@ impl RequestCounts {
         RouteKey::Registry(intern(route))
     }
 
-    pub fn count(&self, key: RouteKey, code: u16) {
+    /// Counts one answered request and how long it took (a route that found the table full has
+    /// its count but no latency).
+    pub fn count(&self, key: RouteKey, code: u16, took: Duration) {
+        if let RouteKey::Slot(index) = key {
+            let slot = &self.slots[index];
+            let seconds = took.as_secs_f64();
+            let bucket = LATENCY_BOUNDS.iter().position(|bound| seconds <= *bound).unwrap_or(LATENCY_BOUNDS.len());
+            slot.latency[bucket].fetch_add(1, Ordering::Relaxed);
+            let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            slot.latency_sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
         let position = CODES.iter().position(|known| *known == code);
         match (key, position) {
             (RouteKey::Slot(index), Some(position)) => {
@@ -100,6 +154,30 @@ impl RequestCounts {
     }
 }
 
+impl Collector for Latencies {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut metric = encoder.encode_descriptor(
+            "http_request_duration_seconds",
+            "Time from routing a request to its answer, by route template (all status codes)",
+            None,
+            MetricType::Histogram,
+        )?;
+        for slot in self.slots.iter() {
+            let Some(route) = slot.route.get() else { continue };
+            // Each bucket read once: the count is their sum, so `+Inf` always equals `_count`.
+            let counts: Vec<u64> = slot.latency.iter().map(|bucket| bucket.load(Ordering::Relaxed)).collect();
+            let count = counts.iter().sum();
+            let sum = slot.latency_sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+            // The encoder makes the buckets cumulative; `f64::MAX` is its `+Inf`.
+            let buckets: Vec<(f64, u64)> =
+                LATENCY_BOUNDS.iter().copied().chain([f64::MAX]).zip(counts.iter().copied()).collect();
+            let labels = RouteLabels { route };
+            metric.encode_family(&labels)?.encode_histogram::<RouteLabels>(sum, count, &buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
 /// FNV-1a: a few dozen cycles for a route template, and the table needs no better spread.
 fn fnv1a(text: &str) -> usize {
     let hash = text
@@ -126,10 +204,10 @@ mod tests {
         let counts = RequestCounts::new(family.clone());
         let leaf = counts.key("/api/segment/get/{tag}");
         for _ in 0..3 {
-            counts.count(leaf, 200);
+            counts.count(leaf, 200, Duration::ZERO);
         }
-        counts.count(counts.key("/api/segment/get/{tag}"), 500);
-        counts.count(counts.key("/v1/tags"), 418);
+        counts.count(counts.key("/api/segment/get/{tag}"), 500, Duration::ZERO);
+        counts.count(counts.key("/v1/tags"), 418, Duration::ZERO);
         counts.copy_into_registry();
         counts.copy_into_registry();
         let text = encoded(&family);
@@ -157,7 +235,7 @@ mod tests {
             for _ in 0..THREADS {
                 threads.spawn(|| {
                     for _ in 0..REQUESTS_PER_THREAD {
-                        counts.count(key, 200);
+                        counts.count(key, 200, Duration::ZERO);
                         counts.copy_into_registry();
                         let shown = series.get();
                         if shown > counted.load(Ordering::SeqCst) {
@@ -178,8 +256,8 @@ mod tests {
         let counts = RequestCounts::new(family.clone());
         let routes: Vec<String> = (0..SLOTS + 5).map(|i| format!("/route/{i}")).collect();
         for route in &routes {
-            counts.count(counts.key(route), 200);
-            counts.count(counts.key(route), 200);
+            counts.count(counts.key(route), 200, Duration::ZERO);
+            counts.count(counts.key(route), 200, Duration::ZERO);
         }
         counts.copy_into_registry();
         let text = encoded(&family);

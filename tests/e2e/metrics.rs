@@ -251,6 +251,50 @@ async fn metrics_parse_and_hold_every_series_the_spec_lists() {
     let (_, text) = cluster.get_text(f, "/metrics").await;
     let (samples, _) = parse(&text).expect("a second scrape");
     assert!(value(&samples, "leafraft_http_requests_total", &[("route", "/metrics"), ("code", "200")]).is_ok());
+
+    the_series_the_alert_rules_use_are_there(&mut cluster, leader, f).await;
+}
+
+/// The series `deploy/prometheus` needs beside the ones above: readiness, the tags closest to
+/// their end, request latency per route (a histogram whose `+Inf` bucket is its count), the
+/// process's memory and start time, and, on the leader only, each other member's lag.
+async fn the_series_the_alert_rules_use_are_there(cluster: &mut ProcessCluster, leader: u64, f: u64) {
+    let (_, text) = cluster.get_text(f, "/metrics").await;
+    let (samples, types) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let get =
+        |name: &str, labels: &[(&str, &str)]| value(&samples, name, labels).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(get("leafraft_ready", &[]), 1.0);
+    assert!(get("leafraft_tags", &[]) >= 1.0);
+    let max_id = get("leafraft_tag_max_id", &[("tag", "order")]);
+    assert!(max_id > 11.0, "max_id {max_id}");
+    assert_eq!(get("leafraft_tag_ids_remaining", &[("tag", "order")]), i64::MAX as f64 - max_id);
+    let route = [("route", "/api/segment/get/{tag}")];
+    assert_eq!(types["leafraft_http_request_duration_seconds"], "histogram");
+    let count = get("leafraft_http_request_duration_seconds_count", &route);
+    assert!(count >= 1.0, "{count}");
+    let inf = [("route", "/api/segment/get/{tag}"), ("le", "+Inf")];
+    assert_eq!(get("leafraft_http_request_duration_seconds_bucket", &inf), count);
+    assert!(get("leafraft_http_request_duration_seconds_sum", &route) > 0.0);
+    let rss = get("leafraft_process_resident_memory_bytes", &[]);
+    assert!(rss > 1e6 && rss < 1e10, "resident memory {rss}");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_secs_f64();
+    let started = get("leafraft_process_start_time_seconds", &[]);
+    assert!(started <= now + 1.0 && started > now - 600.0, "started {started}, now {now}");
+    assert!(
+        !samples.iter().any(|s| s.name == "leafraft_raft_replication_lag_entries"),
+        "a follower knows no lag\n{text}"
+    );
+
+    let (_, text) = cluster.get_text(leader, "/metrics").await;
+    let (samples, _) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let lags: BTreeMap<String, (String, f64)> = samples
+        .iter()
+        .filter(|s| s.name == "leafraft_raft_replication_lag_entries")
+        .map(|s| (s.labels["node_id"].clone(), (s.labels["role"].clone(), s.value)))
+        .collect();
+    let others: Vec<String> = [1u64, 2, 3].into_iter().filter(|id| *id != leader).map(|id| id.to_string()).collect();
+    assert_eq!(lags.keys().cloned().collect::<Vec<_>>(), others, "{text}");
+    assert!(lags.values().all(|(role, lag)| role == "voter" && *lag >= 0.0), "{lags:?}");
 }
 
 /// The tags each per-tag segment family has series of, by family.
