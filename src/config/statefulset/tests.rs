@@ -1,6 +1,7 @@
 //! Unit tests of the StatefulSet derivation: pod names, flags, IDs, addresses and bootstrap.
 
 use super::*;
+use crate::config::Config;
 
 fn layers(f: impl FnOnce(&mut Settings)) -> Settings {
     let mut layers = Settings { statefulset_service: Some("leafraft-peers".into()), ..Settings::default() };
@@ -146,4 +147,29 @@ fn a_hosts_file_maps_dns_or_pod_names_to_host_and_port() {
         l.statefulset_hosts = Some("/nonexistent/leafraft-hosts".into());
     });
     assert!(StatefulSet::of(&missing, None).unwrap_err().contains("cannot read --statefulset-hosts"));
+}
+
+#[test]
+fn serve_takes_its_id_address_and_bootstrap_from_the_derivation() {
+    let pod = |state: Option<&str>| {
+        layers(|l| {
+            l.statefulset_pod = Some("leafraft-1".into());
+            l.listen = Some("127.0.0.1:8080".into());
+            l.initial_cluster_state = state.map(str::to_string);
+        })
+    };
+    let config = Config::resolve(pod(None)).unwrap();
+    assert_eq!(config.node_id, 2);
+    assert_eq!(config.advertise, "leafraft-1.leafraft-peers.default.svc.cluster.local:8080");
+    assert!(matches!(&config.bootstrap, Bootstrap::InitialCluster(members) if members.len() == 3), "{config:?}");
+    let existing = Config::resolve(pod(Some("existing"))).unwrap();
+    assert!(matches!(&existing.bootstrap, Bootstrap::Join(seeds) if seeds.len() == 2), "{existing:?}");
+    let err = Config::resolve(pod(Some("later"))).unwrap_err();
+    assert!(err.contains("--initial-cluster-state must be new or existing"), "{err}");
+    // Listening on every interface still needs TLS and credentials.
+    let open = layers(|l| {
+        l.statefulset_pod = Some("leafraft-0".into());
+        l.listen = Some("0.0.0.0:8080".into());
+    });
+    assert!(Config::resolve(open).unwrap_err().contains("--tls-cert"));
 }
