@@ -99,6 +99,13 @@ pub struct Settings {
     /// `new` or `existing` (see `founding`).
     pub initial_cluster_state: Option<String>,
     pub learner: Option<bool>,
+    /// The headless Service of a StatefulSet: derive node ID, address and peers (`statefulset`).
+    pub statefulset_service: Option<String>,
+    pub statefulset_pod: Option<String>,
+    pub statefulset_initial: Option<u32>,
+    pub statefulset_namespace: Option<String>,
+    pub statefulset_domain: Option<String>,
+    pub statefulset_hosts: Option<PathBuf>,
     pub secret: Option<SecretText>,
     pub secret_file: Option<PathBuf>,
     pub peer_secret: Option<SecretText>,
@@ -167,6 +174,12 @@ impl Settings {
             join: self.join.or(lower.join),
             initial_cluster_state: self.initial_cluster_state.or(lower.initial_cluster_state),
             learner: self.learner.or(lower.learner),
+            statefulset_service: self.statefulset_service.or(lower.statefulset_service),
+            statefulset_pod: self.statefulset_pod.or(lower.statefulset_pod),
+            statefulset_initial: self.statefulset_initial.or(lower.statefulset_initial),
+            statefulset_namespace: self.statefulset_namespace.or(lower.statefulset_namespace),
+            statefulset_domain: self.statefulset_domain.or(lower.statefulset_domain),
+            statefulset_hosts: self.statefulset_hosts.or(lower.statefulset_hosts),
             secret: self.secret.or(lower.secret),
             secret_file: self.secret_file.or(lower.secret_file),
             peer_secret: self.peer_secret.or(lower.peer_secret),
@@ -213,13 +226,9 @@ impl Settings {
 impl Config {
     /// Applies the defaults to the merged layers and validates the result.
     pub fn resolve(layers: Settings) -> Result<Config, String> {
-        let node_id = layers.node_id.unwrap_or(1);
         let listen_text = layers.listen.clone().unwrap_or_else(|| "127.0.0.1:8080".to_string());
         let listen = resolve_addr(&listen_text)?;
-        let bootstrap = resolve_bootstrap(node_id, layers.initial_cluster.clone(), layers.join.clone())?;
-        let advertise = resolve_advertise(node_id, listen, layers.advertise.clone(), &bootstrap)?;
-        let state = layers.initial_cluster_state.as_deref().map(founding::ClusterState::parse).transpose()?;
-        let bootstrap = founding::decide(bootstrap, state, &advertise)?;
+        let (node_id, advertise, bootstrap) = resolve_membership(&layers, listen)?;
         let credential_source = CredentialSource::of(&layers)?;
         let credentials = credential_source.read().map_err(|e| e.message)?;
         let tls = resolve_tls(&layers)?;
@@ -292,59 +301,6 @@ impl Config {
     }
 }
 
-fn resolve_bootstrap(
-    node_id: NodeId,
-    initial_cluster: Option<String>,
-    join: Option<String>,
-) -> Result<Bootstrap, String> {
-    match (initial_cluster, join) {
-        (Some(_), Some(_)) => Err("--initial-cluster and --join exclude each other".into()),
-        (Some(text), None) => {
-            let members = parse_initial_cluster(&text)?;
-            if !members.contains_key(&node_id) {
-                return Err(format!("--initial-cluster does not list this node (--node-id {node_id})"));
-            }
-            Ok(Bootstrap::InitialCluster(members))
-        }
-        (None, Some(text)) => {
-            let addrs: Vec<String> =
-                text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
-            if addrs.is_empty() {
-                return Err("--join needs at least one HOST:PORT".into());
-            }
-            Ok(Bootstrap::Join(addrs))
-        }
-        (None, None) => Ok(Bootstrap::Single),
-    }
-}
-
-/// The address peers reach this node at: given, else the one `--initial-cluster` lists for it,
-/// else the listen address (unless that is a wildcard).
-fn resolve_advertise(
-    node_id: NodeId,
-    listen: SocketAddr,
-    advertise: Option<String>,
-    bootstrap: &Bootstrap,
-) -> Result<String, String> {
-    let advertise = match (advertise, bootstrap) {
-        (Some(advertise), _) => advertise,
-        (None, Bootstrap::InitialCluster(members)) => members[&node_id].clone(),
-        (None, _) if listen.ip().is_unspecified() => {
-            return Err(format!("--listen {listen} is a wildcard address: give --advertise HOST:PORT"));
-        }
-        (None, _) => listen.to_string(),
-    };
-    if let Bootstrap::InitialCluster(members) = bootstrap {
-        if members[&node_id] != advertise {
-            return Err(format!(
-                "--initial-cluster lists node {node_id} at {}, but it advertises {advertise}",
-                members[&node_id]
-            ));
-        }
-    }
-    Ok(advertise)
-}
-
 /// Heartbeat, election timeout and write timeout.
 fn resolve_timing(layers: &Settings) -> Result<(Duration, Duration, Duration), String> {
     let heartbeat = Duration::from_millis(layers.heartbeat_ms.unwrap_or(50));
@@ -375,10 +331,12 @@ pub mod founding;
 mod initial_cluster;
 mod security;
 mod services;
+pub mod statefulset;
 #[cfg(test)]
 mod tests;
 
 pub use initial_cluster::parse_initial_cluster;
+use initial_cluster::resolve_membership;
 use security::resolve_connections;
 use security::resolve_tls;
 pub use security::ConnectionLimits;

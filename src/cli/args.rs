@@ -21,6 +21,9 @@ pub use timeseq::*;
 mod recover;
 pub use recover::RecoverArgs;
 
+mod statefulset;
+pub use statefulset::StatefulSetArgs;
+
 /// `leafraft --version`: the release and the commit it was built from (`build.rs`).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("LEAFRAFT_COMMIT"), ")");
 
@@ -165,6 +168,8 @@ pub struct ServeArgs {
     #[arg(long, env = "LEAFRAFT_LEARNER", action = ArgAction::SetTrue)]
     pub learner: bool,
     #[command(flatten)]
+    pub statefulset: StatefulSetArgs,
+    #[command(flatten)]
     pub security: SecurityArgs,
     /// Allow listening on a non-loopback address without TLS and credentials.
     #[arg(long, env = "LEAFRAFT_INSECURE", action = ArgAction::SetTrue)]
@@ -243,7 +248,7 @@ impl ServeArgs {
     /// The flag-and-environment layer of the configuration.
     pub fn layer(&self) -> Settings {
         let security = &self.security;
-        Settings {
+        self.statefulset.layer(Settings {
             node_id: self.node_id,
             listen: self.listen.clone(),
             advertise: self.advertise.clone(),
@@ -292,7 +297,8 @@ impl ServeArgs {
             max_clock_backward_ms: self.max_clock_backward_ms,
             max_clock_skew_ms: self.max_clock_skew_ms,
             snowflake_random_sequence: self.snowflake_random_sequence.then_some(true),
-        }
+            ..Settings::default()
+        })
     }
 }
 

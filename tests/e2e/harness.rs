@@ -313,8 +313,9 @@ impl ProcessCluster {
         self.dir.path().join(name)
     }
 
-    /// Starts `leafraft serve` for `id` with `--node-id`, `--data-dir`, `--listen 127.0.0.1:PORT`
-    /// (unless `args` has `--listen`), the timing flags and `--secret` of the cluster, then `args`.
+    /// Starts `leafraft serve` for `id` with `--node-id` (unless `args` derive it), `--data-dir`,
+    /// `--listen 127.0.0.1:PORT` (unless `args` has `--listen`), the timing flags and `--secret` of
+    /// the cluster, then `args`.
     pub fn start_node(&mut self, id: u64, args: &[&str]) {
         self.reserve(id);
         let timing = self.timing;
@@ -326,7 +327,11 @@ impl ProcessCluster {
             assert!(child.try_wait().expect("try_wait").is_some(), "node {id} is already running");
         }
         let mut command = Command::new(self.binaries.get(&id).map_or(Path::new(BIN), PathBuf::as_path));
-        command.arg("serve").arg("--node-id").arg(id.to_string()).arg("--data-dir").arg(&node.data_dir);
+        command.arg("serve").arg("--data-dir").arg(&node.data_dir);
+        // A StatefulSet pod derives its node ID from its name (`statefulset.rs`).
+        if !args.contains(&"--statefulset-service") {
+            command.arg("--node-id").arg(id.to_string());
+        }
         if !args.contains(&"--listen") {
             command.arg("--listen").arg(format!("127.0.0.1:{}", node.port));
         }

@@ -41,6 +41,7 @@ mod snowflake;
 mod snowflake_clock;
 mod snowflake_load;
 mod snowflake_workers;
+mod statefulset;
 mod tag_pages;
 mod tags;
 mod timeseq;

