@@ -97,7 +97,9 @@ count=$(find "$work/blocks" -name '*.sh' | wc -l)
 
 # `host:port` a foreground serve command listens on (the default, or its --listen).
 listen_of() {
-  sed -n 's/.*--listen[ =]\([^ ]*\).*/\1/p' "$1" | head -n 1 | grep . || echo 127.0.0.1:8080
+  local addr
+  addr=$(awk 'match($0, /--listen[ =][^ ]+/) { print substr($0, RSTART + 9, RLENGTH - 9); exit }' "$1")
+  echo "${addr:-127.0.0.1:8080}"
 }
 
 run_block() {
@@ -135,7 +137,7 @@ run_block() {
   groups+=("$pid")
   status=0
   wait "$pid" || status=$?
-  sed 's/^/   /' "$log" | head -n 40
+  head -n 40 "$log" | sed 's/^/   /'
   [ "$(wc -l <"$log")" -le 40 ] || echo "   ... ($(wc -l <"$log") lines in all: $log)"
   if [ "$status" != 0 ]; then
     local why=""
