@@ -6,11 +6,12 @@
 #                              clients use --ca cluster-data/tls/ca.pem and https://
 #   scripts/cluster.sh rotate  (a --tls cluster) new node certificates from the same CA, then SIGHUP
 #   scripts/cluster.sh status  members, roles, leader (leafraft cluster status)
-#   scripts/cluster.sh down    stop the nodes gracefully (SIGTERM); data stays in ./cluster-data
+#   scripts/cluster.sh down    stop the nodes gracefully (SIGTERM: a follower, then the leader with the
+#                              other follower); data stays in ./cluster-data
 #   scripts/cluster.sh wipe    down, then remove ./cluster-data
 # LEAFRAFT_CLUSTER_DIR moves the data and logs; the ports are 8081-8083.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$(readlink -f "$0")")/.."
 dir=${LEAFRAFT_CLUSTER_DIR:-./cluster-data}
 bin=${CARGO_TARGET_DIR:-./target}/release/leafraft
 members="1=127.0.0.1:8081,2=127.0.0.1:8082,3=127.0.0.1:8083"
@@ -82,20 +83,50 @@ rotate() {
   echo "certificates rotated; each node logs 'TLS certificates reloaded'"
 }
 
-down() {
-  for i in 1 2 3; do
-    if running "$i"; then
-      kill -TERM "$(cat "$dir/node$i.pid")"
-    fi
+# SIGTERM to the given nodes together, then wait (10 s at most, then SIGKILL) until they are gone.
+stop_nodes() {
+  local i
+  for i in "$@"; do
+    if running "$i"; then kill -TERM "$(cat "$dir/node$i.pid")"; fi
   done
-  for i in 1 2 3; do
-    for _ in $(seq 1 100); do running "$i" || break; sleep 0.1; done
+  for i in "$@"; do
+    for _ in $(seq 1 200); do running "$i" || break; sleep 0.05; done
     if running "$i"; then
       echo "node $i did not stop in 10 s; killing it" >&2
       kill -KILL "$(cat "$dir/node$i.pid")" 2>/dev/null || true
     fi
     rm -f "$dir/node$i.pid"
   done
+}
+
+# The leader's node ID as a running node reports it (/v1/cluster), or nothing.
+leader_id() {
+  local i
+  for i in 1 2 3; do
+    running "$i" || continue
+    curl -sf --max-time 2 "${curl_ca[@]}" "$scheme://127.0.0.1:808$i/v1/cluster" 2>/dev/null \
+      | sed -n 's/.*"leader_id":\([0-9][0-9]*\).*/\1/p' | grep . && return 0
+  done
+  return 0
+}
+
+# A stopping node first gives back its segment tails and snowflake worker through Raft, which
+# needs a majority up. So: one follower alone (two members stay up to commit its give-backs),
+# then the leader and the other follower together (each commits with the other still up). The
+# leader last and alone could not commit its own and would wait ~5 s (--write-timeout-ms) and
+# warn; all three at once loses that race about half the time.
+down() {
+  local leader i followers=()
+  leader=$(leader_id)
+  for i in 1 2 3; do
+    if [ "$i" != "$leader" ] && running "$i"; then followers+=("$i"); fi
+  done
+  if [ -n "$leader" ] && [ ${#followers[@]} = 2 ]; then
+    stop_nodes "${followers[0]}"
+    stop_nodes "${followers[1]}" "$leader"
+  else
+    stop_nodes 1 2 3
+  fi
   echo "cluster stopped"
 }
 

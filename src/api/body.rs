@@ -13,11 +13,65 @@ use serde::Deserializer;
 use crate::error::Error;
 
 pub fn json<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Error> {
-    serde_json::from_slice(bytes).map_err(|e| Error::invalid(format!("malformed JSON body: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        // Well-formed JSON with a value that does not fit: the message says which and what fits.
+        serde_json::error::Category::Data => Error::invalid(format!("invalid request body: {e}")),
+        _ => Error::invalid(format!("malformed JSON body: {e}")),
+    })
 }
 
 pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, Error> {
-    query.map(|Query(value)| value).map_err(|e| Error::invalid(format!("bad query string: {}", e.body_text())))
+    query.map(|Query(value)| value).map_err(|e| {
+        let text = e.body_text();
+        // axum says "Failed to deserialize query string: count: count must be ..."; the field's
+        // own message already names it.
+        let detail = text.strip_prefix("Failed to deserialize query string: ").unwrap_or(&text);
+        let detail = match detail.split_once(": ") {
+            Some((field, message)) if message.starts_with(field) => message,
+            _ => detail,
+        };
+        Error::invalid(format!("bad query string: {detail}"))
+    })
+}
+
+/// How many IDs a request may ask for (`count`), as the ID services bound it.
+pub const MAX_COUNT: u64 = crate::segments::MAX_COUNT;
+
+/// `count` in a query string: an integer from 1 to [`MAX_COUNT`], said so when it is not one
+/// (instead of "invalid digit found in string"). The range itself is checked where it is used.
+pub fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    integer(deserializer, &format!("count must be an integer from 1 to {MAX_COUNT}"))
+}
+
+/// `step` in a tag's body: an integer from 1 to `raft::tag::MAX_STEP` (not "expected u64").
+pub fn step<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    integer(deserializer, &format!("step must be an integer from 1 to {}", raft::tag::MAX_STEP))
+}
+
+/// `shard` in a time-sequence request: 0 to 2^shard_bits − 1 of the namespace.
+pub fn shard<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    integer(deserializer, "shard must be an integer from 0 to 2^shard_bits - 1 (4095 with the default 12 bits)")
+}
+
+/// A non-negative integer given as a number (JSON) or as text (a query string); anything else
+/// fails with `allowed` and what was given.
+fn integer<'de, D: Deserializer<'de>>(deserializer: D, allowed: &str) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Unsigned(u64),
+        Signed(i64),
+        Float(f64),
+        Text(String),
+    }
+    let fail = |given: String| serde::de::Error::custom(format!("{allowed}, got {given}"));
+    match Option::<Given>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(Given::Unsigned(n)) => Ok(Some(n)),
+        Some(Given::Signed(n)) => Err(fail(n.to_string())),
+        Some(Given::Float(n)) => Err(fail(n.to_string())),
+        Some(Given::Text(text)) => text.trim().parse::<u64>().map(Some).map_err(|_| fail(format!("{text:?}"))),
+    }
 }
 
 pub fn path<T>(path: Result<Path<T>, PathRejection>) -> Result<T, Error> {
@@ -84,6 +138,37 @@ impl<'de> Deserialize<'de> for MaxId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Deserialize)]
+    struct Params {
+        #[serde(default, deserialize_with = "count")]
+        count: Option<u64>,
+        #[serde(default, deserialize_with = "step")]
+        step: Option<u64>,
+    }
+
+    #[test]
+    fn integers_say_what_is_allowed_when_they_are_not_one() {
+        let query = |text: &str| {
+            let uri: axum::http::Uri = format!("http://node/v1/segment/t?{text}").parse().unwrap();
+            query(Query::<Params>::try_from_uri(&uri))
+        };
+        assert_eq!(query("count=7").unwrap().count, Some(7));
+        assert_eq!(query("").unwrap().count, None);
+        let message = query("count=-1").unwrap_err().to_string();
+        assert!(
+            message.ends_with("bad query string: count must be an integer from 1 to 10000, got \"-1\""),
+            "{message}"
+        );
+        assert!(query("count=abc").unwrap_err().to_string().contains("count must be an integer"));
+        let body = |text: &str| serde_json::from_str::<Params>(text);
+        assert_eq!(body(r#"{"step":1000}"#).unwrap().step, Some(1000));
+        assert_eq!(body(r#"{}"#).unwrap().step, None);
+        let message = body(r#"{"step":-5}"#).unwrap_err().to_string();
+        assert!(message.starts_with("step must be an integer from 1 to 10000000, got -5"), "{message}");
+        assert!(body(r#"{"step":"x"}"#).unwrap_err().to_string().starts_with("step must be an integer"));
+        assert!(body(r#"{"step":1.5}"#).unwrap_err().to_string().contains("got 1.5"));
+    }
 
     #[test]
     fn max_id_accepts_numbers_and_strings() {

@@ -22,6 +22,7 @@ use crate::error::ErrorCode;
 
 #[derive(Debug, Deserialize)]
 pub struct CountParams {
+    #[serde(default, deserialize_with = "body::count")]
     pub count: Option<u64>,
 }
 

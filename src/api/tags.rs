@@ -32,7 +32,7 @@ pub struct CreateTag {
     pub tag: String,
     #[serde(default, skip_serializing_if = "Option::is_none", serialize_with = "ser_max_id")]
     pub max_id: Option<MaxId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "body::step")]
     pub step: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -46,7 +46,7 @@ pub struct CreateTag {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateTag {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "body::step")]
     pub step: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,

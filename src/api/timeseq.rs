@@ -28,7 +28,9 @@ use crate::error::ErrorCode;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IdParams {
+    #[serde(default, deserialize_with = "body::shard")]
     pub shard: Option<u64>,
+    #[serde(default, deserialize_with = "body::count")]
     pub count: Option<u64>,
     pub format: Option<String>,
     pub prefix: Option<String>,

@@ -346,7 +346,11 @@ pub enum ClusterCommand {
 #[derive(Debug, Subcommand)]
 pub enum TagCommand {
     Create(TagFields),
-    List,
+    /// Every tag with its mode, max_id, step and the answering node's buffers.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
     Get {
         name: String,
     },

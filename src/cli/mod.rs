@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod commands;
+pub mod table;
 
 use std::process::ExitCode;
 

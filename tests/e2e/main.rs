@@ -8,6 +8,7 @@ mod learner;
 mod snowflake_ids;
 mod stand_in;
 
+mod cli_output;
 mod client_library;
 mod connections;
 mod credentials;

@@ -22,6 +22,9 @@ pub struct TagRow {
     pub step: u64,
     pub description: String,
     pub updated_at_ms: u64,
+    /// Served only by the leader's sequencer (`raft::TagMode::Monotonic`): no node keeps buffers
+    /// of it, and `max_id` bounds every ID the leaders have served.
+    pub monotonic: bool,
     /// This node's buffers (`None` until it has served the tag).
     pub buffers: Option<BufferState>,
 }
@@ -45,6 +48,7 @@ pub fn gather(state: &AppState, search: Option<&str>) -> (Vec<TagRow>, usize) {
                 step: record.step,
                 description: record.description.clone(),
                 updated_at_ms: record.updated_at_ms,
+                monotonic: record.mode == raft::TagMode::Monotonic,
                 buffers: None,
             })
         };
@@ -113,25 +117,46 @@ pub fn section(page: &Page) -> Markup {
                     th.num { "claim step" } th.num { "claims" } th.num { "waits" } th.num { "IDs issued" }
                     th.num { "IDs/s" } th { "last claim" }
                 } }
-                tbody { @for row in &page.tags { (tag_row(page.now_ms, row)) } }
+                tbody { @for row in &page.tags { (tag_row(page, row)) } }
             } }
         }
     }
 }
 
-fn tag_row(now_ms: u64, row: &TagRow) -> Markup {
+fn tag_row(page: &Page, row: &TagRow) -> Markup {
     html! {
         tr data-tag=(row.tag) {
             td { b { (row.tag) } }
             td.num { (row.max_id) }
             td.num { (row.step) }
             td.wrap { (row.description) }
-            @match &row.buffers {
-                None => td.muted colspan="10" { "no buffers on this node yet (loaded on the first request)" },
-                Some(b) => (buffer_cells(now_ms, b)),
+            @if row.monotonic {
+                td.muted colspan="10" data-mode="monotonic" { (monotonic(page, row)) }
+            } @else {
+                @match &row.buffers {
+                    None => td.muted colspan="10" { "no buffers on this node yet (loaded on the first request)" },
+                    Some(b) => (buffer_cells(page.now_ms, b)),
+                }
             }
         }
     }
+}
+
+/// What is true of a monotonic tag on any node: no node buffers it; the leader's sequencer serves
+/// it in real-time order from ranges it claims, so every ID served so far lies below `max_id`.
+fn monotonic(page: &Page, row: &TagRow) -> String {
+    let c = &page.cluster;
+    let server = match c.leader_id {
+        Some(leader) if leader == c.node_id => format!("node {leader}, this node"),
+        Some(leader) => format!("node {leader}; this node forwards requests to it"),
+        None => "no leader known right now".to_string(),
+    };
+    let served = if row.max_id > 1 {
+        format!("every ID served so far is below max_id {}", row.max_id)
+    } else {
+        "no ID served yet".to_string()
+    };
+    format!("monotonic: served by the leader's sequencer ({server}) in real-time order, not from buffers; {served}")
 }
 
 fn buffer_cells(now_ms: u64, b: &BufferState) -> Markup {

@@ -48,6 +48,7 @@ fn page(cluster: ClusterStatus) -> Page {
                 step: 1000,
                 description: "<script>alert('x')</script> & \"friends\"".into(),
                 updated_at_ms: 1_800_000_000_000,
+                monotonic: false,
                 buffers: Some(BufferState {
                     current: Some(IdRange { start: 1001, end: 2001 }),
                     cursor: Some(1251),
@@ -67,6 +68,7 @@ fn page(cluster: ClusterStatus) -> Page {
                 step: 10,
                 description: String::new(),
                 updated_at_ms: 0,
+                monotonic: false,
                 buffers: None,
             },
         ],
@@ -228,4 +230,32 @@ fn many_tags_show_the_busiest_rows_a_summary_and_a_search_box() {
     let html = render(&many);
     assert!(html.contains("3 tags whose name contains"), "the search's summary");
     assert!(!html.contains("<img") && html.contains("&lt;img src=x&gt;"), "the search is text, not markup");
+}
+
+#[test]
+fn a_monotonic_tag_says_the_leader_serves_it_instead_of_no_buffers() {
+    let monotonic = |node_id: u64, leader: Option<u64>, max_id: u64| {
+        let mut page = page(cluster(node_id, leader, false));
+        page.tags = vec![TagRow {
+            tag: "ticket".into(),
+            max_id,
+            step: 1000,
+            description: String::new(),
+            updated_at_ms: 0,
+            monotonic: true,
+            buffers: None,
+        }];
+        render(&page)
+    };
+    let on_leader = monotonic(2, Some(2), 1001);
+    assert!(!on_leader.contains("no buffers on this node yet"), "{on_leader}");
+    assert!(
+        on_leader.contains("data-mode=\"monotonic\">monotonic: served by the leader's sequencer (node 2, this node)"),
+        "{on_leader}"
+    );
+    assert!(on_leader.contains("every ID served so far is below max_id 1001"), "{on_leader}");
+    let on_follower = monotonic(3, Some(2), 1001);
+    assert!(on_follower.contains("(node 2; this node forwards requests to it)"), "{on_follower}");
+    assert!(monotonic(3, None, 1).contains("(no leader known right now)"));
+    assert!(monotonic(2, Some(2), 1).contains("no ID served yet"));
 }

@@ -24,6 +24,9 @@ use super::Command;
 pub enum Failure {
     Usage(String),
     Error(String),
+    /// Nothing answered at the server's address (the reason in a few words);
+    /// [`Failure::at_server`] names the server and says what to do.
+    Unreachable(String),
 }
 
 impl Failure {
@@ -31,15 +34,50 @@ impl Failure {
         let (message, code) = match self {
             Failure::Usage(message) => (message, 2),
             Failure::Error(message) => (message, 1),
+            Failure::Unreachable(reason) => (format!("no leafraft node answers ({reason})"), 1),
         };
         eprintln!("error: {message}");
         ExitCode::from(code)
     }
 }
 
+impl Failure {
+    /// Names the server an unreachable failure was about, with what a user can do about it,
+    /// instead of the HTTP library's chain of causes.
+    pub fn at_server(self, server: &str) -> Failure {
+        match self {
+            Failure::Unreachable(reason) => Failure::Error(format!(
+                "no leafraft node at {server} ({reason}); start one with `leafraft serve` or pass --server"
+            )),
+            other => other,
+        }
+    }
+}
+
 impl From<ClientError> for Failure {
     fn from(error: ClientError) -> Failure {
-        Failure::Error(error.to_string())
+        let text = match &error {
+            ClientError::Transport(text) | ClientError::Timeout { last: text, .. } => text.as_str(),
+            _ => "",
+        };
+        match unreachable_reason(text) {
+            Some(reason) => Failure::Unreachable(reason.to_string()),
+            None => Failure::Error(error.to_string()),
+        }
+    }
+}
+
+/// The few words for a request that found nobody at the address, from the transport's text (the
+/// client library reports connection failures as text); `None` for any other failure.
+fn unreachable_reason(transport: &str) -> Option<&'static str> {
+    if transport.contains("Connection refused") {
+        Some("connection refused")
+    } else if transport.contains("dns error") || transport.contains("failed to lookup address") {
+        Some("its host name does not resolve")
+    } else if transport.contains("tcp connect error") {
+        Some("cannot connect")
+    } else {
+        None
     }
 }
 
@@ -51,8 +89,27 @@ impl From<String> for Failure {
 
 pub type Outcome = Result<ExitCode, Failure>;
 
-/// Runs every command but `serve`.
+/// Runs every command but `serve`; a failure to reach the server names it.
 pub async fn run(command: Command) -> Outcome {
+    let server = match &command {
+        Command::Cluster { client, .. }
+        | Command::Tag { client, .. }
+        | Command::Id { client, .. }
+        | Command::Decode { client, .. }
+        | Command::Timeseq { client, .. }
+        | Command::Worker { client, .. }
+        | Command::Health { client }
+        | Command::Backup { client, .. } => Some(client.server.clone()),
+        _ => None,
+    };
+    let outcome = run_command(command).await;
+    match server {
+        Some(server) => outcome.map_err(|failure| failure.at_server(&server)),
+        None => outcome,
+    }
+}
+
+async fn run_command(command: Command) -> Outcome {
     match command {
         Command::Serve(_) => Err(Failure::Error("serve runs through cli::run".into())),
         Command::Cluster { client, command } => cluster::run(&connect(&client)?, command).await,
@@ -90,4 +147,35 @@ pub fn print_json(value: &impl serde::Serialize) -> Outcome {
     let text = serde_json::to_string_pretty(value).map_err(|e| Failure::Error(e.to_string()))?;
     println!("{text}");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connection_is_one_line_naming_the_server_and_what_to_do() {
+        let error = ClientError::Transport(
+            "http://127.0.0.1:8080/v1/tags: error sending request for url (http://127.0.0.1:8080/v1/tags): client \
+             error (Connect): tcp connect error: Connection refused (os error 111)"
+                .into(),
+        );
+        let Failure::Error(message) = Failure::from(error).at_server("http://127.0.0.1:8080") else {
+            panic!("not an error failure")
+        };
+        assert_eq!(
+            message,
+            "no leafraft node at http://127.0.0.1:8080 (connection refused); start one with `leafraft serve` or \
+             pass --server"
+        );
+    }
+
+    #[test]
+    fn other_failures_keep_their_text() {
+        let error = ClientError::Api { status: 409, code: leafraft_client::ErrorCode::TagExists, message: "x".into() };
+        let Failure::Error(message) = Failure::from(error).at_server("http://127.0.0.1:8080") else {
+            panic!("not an error failure")
+        };
+        assert_eq!(message, "TAG_EXISTS (409): x");
+    }
 }

@@ -9,6 +9,8 @@ use leafraft_client::NewNamespace;
 
 use super::print_json;
 use super::Outcome;
+use crate::cli::table::Align;
+use crate::cli::table::Table;
 use crate::cli::TimeseqCommand;
 use crate::cli::TimeseqIdArgs;
 
@@ -69,28 +71,32 @@ fn current(ns: &Namespace) -> String {
 }
 
 /// One line per namespace, as `worker list` and `cluster status` print theirs.
-fn table(namespaces: &[Namespace]) -> String {
-    let mut out = format!(
-        "{:<20} {:<22} {:<8} {:<10} {:<26} {:>12} {:>10}\n",
-        "NAMESPACE", "EPOCH", "ZONE", "BITS T/S/Q", "CURRENT RANGE", "ISSUED", "LAST 1S"
-    );
+pub fn table(namespaces: &[Namespace]) -> String {
+    let mut table = Table::new(&[
+        ("NAMESPACE", Align::Left),
+        ("EPOCH", Align::Left),
+        ("ZONE", Align::Left),
+        ("BITS T/S/Q", Align::Left),
+        ("CURRENT RANGE", Align::Left),
+        ("ISSUED", Align::Right),
+        ("LAST 1S", Align::Right),
+    ]);
     for ns in namespaces {
         let (issued, rate) = ns
             .ranges
             .as_ref()
             .map_or(("-".into(), "-".into()), |r| (r.ids_issued.to_string(), r.last_second_ids.to_string()));
-        out.push_str(&format!(
-            "{:<20} {:<22} {:<8} {:<10} {:<26} {:>12} {:>10}\n",
-            ns.namespace,
-            ns.epoch,
-            ns.time_zone,
+        table.row(vec![
+            ns.namespace.clone(),
+            ns.epoch.clone(),
+            ns.time_zone.clone(),
             widths(ns),
             current(ns),
             issued,
-            rate
-        ));
+            rate,
+        ]);
     }
-    out
+    table.render()
 }
 
 /// One namespace, a field a line.
@@ -119,4 +125,33 @@ fn details(ns: &Namespace) -> String {
     }
     let width = lines.iter().map(|(key, _)| key.len()).max().unwrap_or(0);
     lines.iter().map(|(key, value)| format!("{key:<width$}  {value}\n")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespace(name: &str, epoch: &str, ranges: serde_json::Value) -> Namespace {
+        serde_json::from_value(serde_json::json!({
+            "namespace": name, "epoch": epoch, "time_zone": "+08:00", "time_bits": 32, "shard_bits": 12,
+            "seq_bits": 19, "description": "", "created_at": "2026-01-01T00:00:00Z", "ranges": ranges,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn columns_line_up_whatever_the_epoch_looks_like() {
+        let ranges = serde_json::json!({"current": "1764000000:0-64", "pending": [], "ids_issued": 3,
+            "last_second_ids": 3});
+        let text = table(&[
+            namespace("orders", "2020-01-01T00:00:00Z", ranges),
+            namespace("a-much-longer-namespace-name", "2024-06-30T16:00:00+08:00", serde_json::Value::Null),
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        let column = |line: &str, what: &str| line.rfind(what);
+        assert_eq!(column(lines[0], "ZONE"), column(lines[1], "+08:00"), "{text}");
+        assert_eq!(column(lines[1], "+08:00"), column(lines[2], "+08:00"), "{text}");
+        assert_eq!(column(lines[0], "BITS"), column(lines[2], "32/12/19"), "{text}");
+        assert_eq!(lines[1].len(), lines[2].len(), "{text}");
+    }
 }
