@@ -65,9 +65,18 @@ async fn regression_a_member_restored_from_an_older_copy_of_its_volume_stops_as_
     let error = log.lines().find(|l| l.starts_with("error: ")).unwrap_or_else(|| panic!("no error line:\n{log}"));
     assert!(error.contains("the leader saw it match index") && error.contains("must be rebuilt"), "{error}");
 
-    let (_, text) = cluster.get_text(leader, "/metrics").await;
-    let counted = metric(&text, "leafraft_identity_refusals_total", &[("kind", "amnesiac")]).unwrap_or(0.0);
-    assert!(counted >= 1.0, "the leader counts the refusal: {counted}");
+    // The leader counts the refusal when the 409 reaches it, which on a busy machine may be after
+    // the member has already exited: wait for the count rather than read it once.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    loop {
+        let (_, text) = cluster.get_text(leader, "/metrics").await;
+        let counted = metric(&text, "leafraft_identity_refusals_total", &[("kind", "amnesiac")]).unwrap_or(0.0);
+        if counted >= 1.0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the leader counts the refusal: {counted}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let client = cluster.client(leader);
     wait_until(TIMEOUT, "the two intact members to serve", || async {
         client.create_tag(&new_tag("after", None, None, None)).await.map_err(|e| e.to_string())
