@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`request`]: `Request` (what is proposed through Raft) and `Response` (what applying it
 //!   answers). The variant order of `Request` is persisted in the log: append only.
+//! - [`records`]: the records the state keeps and the commands carry (`TagRecord`, `TagMode`,
+//!   `SnowflakeLayout`, `NamespaceRecord`), below every module that names them.
 //! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
 //!   applied log id and the membership) and its deterministic `apply`.
 //! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
@@ -27,6 +29,7 @@ pub mod durability;
 pub mod lease;
 pub mod network;
 pub mod node;
+pub mod records;
 pub mod request;
 pub mod snowflake;
 pub mod state_machine;
@@ -38,18 +41,18 @@ pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use lease::LeaderLease;
+pub use records::NamespaceRecord;
+pub use records::SnowflakeLayout;
+pub use records::TagMode;
+pub use records::TagRecord;
 pub use request::ImportRow;
 pub use request::Needs;
 pub use request::Rejection;
 pub use request::Request;
 pub use request::Response;
-pub use snowflake::SnowflakeLayout;
 pub use snowflake::SnowflakeRegistry;
 pub use snowflake::WorkerLease;
 pub use state_machine::IdStateMachine;
-pub use state_machine::TagMode;
-pub use state_machine::TagRecord;
-pub use timeseq::NamespaceRecord;
 pub use timeseq::TimeseqRegistry;
 pub use version::Version;
 

@@ -15,6 +15,7 @@ pub mod openapi;
 mod path_tag;
 mod peer;
 mod pin;
+mod schemas;
 mod segments;
 mod snowflakes;
 pub mod status;

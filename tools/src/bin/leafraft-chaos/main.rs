@@ -17,17 +17,15 @@
 //! ```
 //!
 //! Code map: [`nodes`] (processes, clocks, membership calls), [`net`] (namespaces and cuts),
-//! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection), [`disks`]
-//! (wiped members and recovery from a survivor), [`power`] (power cuts), [`history`]
+//! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection; its children
+//! `faults::disks`: wiped members and recovery from a survivor, `faults::power`: power cuts), [`history`]
 //! (what clients saw), [`checker`] (the verdict, pure).
 
 mod checker;
-mod disks;
 mod faults;
 mod history;
 mod net;
 mod nodes;
-mod power;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -235,7 +233,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         return Ok(true);
     }
     if kinds.iter().any(|kind| kind.needs_lazy_disks()) {
-        if let Some(why) = power::unavailable() {
+        if let Some(why) = faults::power::unavailable() {
             // Exit code 2: not a pass, and not a failure of the system under test.
             println!("power loss unavailable: {why}");
             println!("RESULT: SKIP (the power-loss faults need FUSE)");
@@ -243,7 +241,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         }
     }
     net::cleanup_stale();
-    power::cleanup_stale_mounts();
+    faults::power::cleanup_stale_mounts();
     let Some(soak) = args.soak else {
         let summary = run_once(&args, &binary, &kinds, args.seed, args.nodes, args.duration).await?;
         if let Some(path) = &args.report {
