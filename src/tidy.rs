@@ -23,6 +23,8 @@ fn every_module_starts_with_a_doc_comment() {
     let mut files = Vec::new();
     for dir in [
         "src",
+        "state/src",
+        "state/tests",
         "raft/src",
         "storage/src",
         "tests",
@@ -312,18 +314,24 @@ fn request_paths_never_unwrap() {
 #[test]
 fn the_raft_crate_depends_on_neither_storage_nor_the_service() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let manifest = std::fs::read_to_string(root.join("raft/Cargo.toml")).unwrap_or_default();
-    let manifest: toml::Table = toml::from_str(&manifest).unwrap_or_default();
-    let deps = manifest.get("dependencies").and_then(|deps| deps.as_table()).cloned().unwrap_or_default();
-    assert!(!deps.is_empty(), "raft/Cargo.toml has no [dependencies]");
-    for name in ["storage", "sled", "leafraft"] {
-        assert!(!deps.contains_key(name), "the raft crate depends on {name}");
+    for (krate, forbidden) in [
+        ("raft", &["storage", "sled", "leafraft"][..]),
+        // The pure state: its whole normal graph is checked by `state/tests/purity.rs`.
+        ("state", &["storage", "sled", "leafraft", "raft", "axum", "hyper", "reqwest", "tokio"][..]),
+    ] {
+        let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml")).unwrap_or_default();
+        let manifest: toml::Table = toml::from_str(&manifest).unwrap_or_default();
+        let deps = manifest.get("dependencies").and_then(|deps| deps.as_table()).cloned().unwrap_or_default();
+        assert!(!deps.is_empty(), "{krate}/Cargo.toml has no [dependencies]");
+        for name in forbidden {
+            assert!(!deps.contains_key(*name), "the {krate} crate depends on {name}");
+        }
     }
 }
 
 #[test]
 fn apply_reads_no_clock_and_no_randomness() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("raft/src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("state/src");
     let mut files = Vec::new();
     rust_files(&root, &mut files);
     // The network and the leader lease run beside Raft, never inside `apply`: they time RPCs.
