@@ -1,7 +1,8 @@
 //! `Segments`: Leaf-segment on this node. One `SegmentBuffer` per tag, refilled in the
 //! background by Raft-committed claims, served without locks or I/O while a segment is ready.
 //!
-//! This is the only module that touches both `engine` and the Raft side (`Cluster`).
+//! With `snowflakes` and `timeseq`, one of the three ID services: the only modules that put a
+//! Raft-committed answer into an engine (`tidy::only_the_id_services_install_into_an_engine`).
 //!
 //! Invariants:
 //! 1. A range is installed in a buffer only from the `Response::Segment` of a committed and
