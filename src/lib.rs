@@ -16,6 +16,8 @@
 //! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the engines with
 //!   Raft-committed
 //!   claims and worker leases.
+//! - [`services`]: `IdServices`, the ID services of one node built in one place (serve and the
+//!   in-process suite).
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
 //! - [`failstop`]: the watchers that stop a node whose storage fails.
@@ -50,6 +52,7 @@ pub mod refusals;
 pub mod reload;
 pub mod segments;
 pub mod serve;
+pub mod services;
 pub mod snowflakes;
 pub mod timeseq;
 pub mod tls;
