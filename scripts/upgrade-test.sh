@@ -58,5 +58,7 @@ if [ "${1:-}" = "--build-only" ]; then
   exit 0
 fi
 
-echo "upgrade-test: cargo test --test e2e upgrade (baseline $version)"
-LEAFRAFT_BASELINE_BIN="$binary" cargo test --quiet --test e2e upgrade -- --nocapture --test-threads 1
+# `--features planted`: the gate-off test plants `feature-gate-off` (and `cargo test --workspace`
+# builds the service with that feature too, so nothing is rebuilt for it).
+echo "upgrade-test: cargo test --features planted --test e2e upgrade (baseline $version)"
+LEAFRAFT_BASELINE_BIN="$binary" cargo test --quiet --features planted --test e2e upgrade -- --nocapture --test-threads 1

@@ -1,4 +1,4 @@
-//! Credentials by role (SPEC.md §4c), and the one decision of who may do what.
+//! Credentials by role (`docs/api.md`, "Conventions"), and the one decision of who may do what.
 //!
 //! - **peer** (`--peer-secret`): `/raft/*`, the traffic between members; with `--peer-ca` also a
 //!   client certificate naming the member (checked in `api::auth`).
@@ -13,7 +13,7 @@
 //! configured, a role stays guarded: an emptied token file keeps the last good tokens
 //! (`config::security`, `reload`). Peer and admin can be left open only on a loopback listener or
 //! with `--insecure` (`Config::resolve`); client routes are open whenever no client token is
-//! configured (SPEC.md §4c).
+//! configured (`docs/api.md`, "Conventions").
 //! `--secret S` is the shorthand for `--peer-secret S --admin-token S`.
 //!
 //! A request without a credential, or with one this node does not know, is refused with 401

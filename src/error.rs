@@ -1,4 +1,4 @@
-//! `Error`: the one error type of the HTTP API, with the stable codes of SPEC.md §6.
+//! `Error`: the one error type of the HTTP API, with the stable codes of `docs/api.md` ("Error codes").
 //!
 //! It crosses node boundaries (a forwarded write answers with it), so it is serializable; on the
 //! HTTP side it renders as `{"error": {"code": "...", "message": "..."}}`.

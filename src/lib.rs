@@ -16,11 +16,14 @@
 //! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the engines with
 //!   Raft-committed
 //!   claims and worker leases.
+//! - [`services`]: `IdServices`, the ID services of one node built in one place (serve and the
+//!   in-process suite).
 //! - [`metrics`]: the Prometheus series of `/metrics`.
 //! - [`error`]: `Error` with the stable codes of the API.
 //! - [`failstop`]: the watchers that stop a node whose storage fails.
 //! - [`import`]: `leafraft tag import`, moving a Leaf `leaf_alloc` table over.
-//! - [`planted`]: bugs planted on purpose (debug builds only) to prove the chaos checker fails.
+//! - `planted`: bugs planted on purpose to prove the chaos checker fails (only with the cargo
+//!   feature `planted`, which release builds never enable).
 //! - [`backup`]: the backup file of `GET /v1/backup` and `leafraft backup`.
 //! - [`recover`]: `leafraft recover`, a new cluster from a survivor or a backup after a lost
 //!   majority, with the pure safety margin.
@@ -42,12 +45,14 @@ pub mod failstop;
 pub mod import;
 pub mod metrics;
 pub mod node;
+#[cfg(feature = "planted")]
 pub mod planted;
 pub mod recover;
 pub mod refusals;
 pub mod reload;
 pub mod segments;
 pub mod serve;
+pub mod services;
 pub mod snowflakes;
 pub mod timeseq;
 pub mod tls;

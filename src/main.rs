@@ -8,6 +8,13 @@ use leafraft::cli::Logging;
 use leafraft::config::LogFormat;
 
 fn main() -> ExitCode {
+    // `leafraft planted-bugs` exists only in builds that can plant them (the chaos runner asks
+    // before `--plant`); elsewhere clap refuses it as an unknown subcommand.
+    #[cfg(feature = "planted")]
+    if std::env::args().nth(1).as_deref() == Some("planted-bugs") {
+        println!("{}", leafraft::planted::PlantedBug::NAMES.join("\n"));
+        return ExitCode::SUCCESS;
+    }
     let prepared = match leafraft::cli::prepare(Cli::parse()) {
         Ok(prepared) => prepared,
         Err(code) => return code,

@@ -26,8 +26,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::reload::Reloadable;
 use crate::segments::Segments;
-use crate::snowflakes::Snowflakes;
-use crate::timeseq::Timeseq;
+use crate::services::IdServices;
 use crate::tls::Tls;
 use raft::network::identity::MembershipMark;
 use raft::network::IdentityCheck;
@@ -119,9 +118,8 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let peers = Arc::new(HttpPeers::new(http, peer_secret, identity.clone()).with_tls(tls.is_some()));
     let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity).with_lease(lease));
     let metrics = Arc::new(Metrics::with_tag_series(config.metrics_tag_series));
-    let segments = Arc::new(Segments::new(cluster.clone(), config.segments, metrics.clone()));
-    let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), config.snowflake));
-    let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
+    let services = IdServices::new(&cluster, config.segments, config.snowflake, metrics);
+    let IdServices { metrics, segments, snowflakes, timeseq } = services.clone();
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
     let refusals = Arc::new(crate::refusals::RefusalLog::default());
@@ -156,9 +154,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
     background.push(crate::reload::spawn(reloadable, metrics, stop_rx));
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
-    // Stops with the snowflake task (the same signal); nothing of it needs waiting for.
-    tokio::spawn(timeseq.maintain(snowflake_stop_rx.clone()));
-    let snowflake_task = tokio::spawn(snowflakes.clone().maintain(snowflake_stop_rx));
+    let snowflake_task = services.maintain(snowflake_stop_rx);
     Ok(RunningNode {
         cluster,
         segments,

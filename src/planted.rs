@@ -1,13 +1,17 @@
 //! Deliberate bugs that prove the chaos checker can fail (`leafraft-chaos --plant NAME`).
 //!
-//! A checker that never says FAIL proves nothing. These bugs are switched on by the environment
-//! variable `LEAFRAFT_PLANTED_BUG` in **debug builds only**: in a release build [`active`] is a
-//! constant `None`, the variable is never read and the branches that use it compile away.
+//! A checker that never says FAIL proves nothing. This module exists only in builds with the
+//! cargo feature `planted` (off by default: release, Docker and fuzz builds never have it;
+//! `cargo test --workspace` does, through `leafraft-tools`' dev-dependency). In such a build the
+//! environment variable `LEAFRAFT_PLANTED_BUG` arms one bug, `/healthz` names it, and
+//! `leafraft planted-bugs` lists the names (the chaos runner asks before it plants). Without the
+//! feature every call site is `#[cfg(feature = "planted")]` and compiles to nothing.
 //!
 //! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
-//! segment into a tag's double buffer, a worker lease into the snowflake generator). Nothing here
-//! runs while IDs are handed out, and each bug acts only on a follower, so the leader's IDs stay
-//! right and the bug has another node's to collide with.
+//! segment into a tag's double buffer, a worker lease into the snowflake generator, a range into
+//! a time-sequence holder), and the cluster-version check. Nothing here runs while IDs are handed
+//! out, and each bug acts only on a follower, so the leader's IDs stay right and the bug has
+//! another node's to collide with.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -51,10 +55,20 @@ impl PlantedBug {
             _ => None,
         }
     }
+
+    /// The name `--plant` and `LEAFRAFT_PLANTED_BUG` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::ServeTwice => "serve-twice",
+            PlantedBug::UncommittedClaim => "uncommitted-claim",
+            PlantedBug::SharedWorker => "shared-worker",
+            PlantedBug::TimeseqServeTwice => "timeseq-serve-twice",
+            PlantedBug::FeatureGateOff => "feature-gate-off",
+        }
+    }
 }
 
 /// The bug planted in this process, if any (read once).
-#[cfg(debug_assertions)]
 pub fn active() -> Option<PlantedBug> {
     static ACTIVE: OnceLock<Option<PlantedBug>> = OnceLock::new();
     *ACTIVE.get_or_init(|| {
@@ -63,12 +77,6 @@ pub fn active() -> Option<PlantedBug> {
         tracing::warn!(bug = %name, known = bug.is_some(), "LEAFRAFT_PLANTED_BUG is set: this node is broken on purpose");
         bug
     })
-}
-
-/// Release builds carry no planted bug.
-#[cfg(not(debug_assertions))]
-pub fn active() -> Option<PlantedBug> {
-    None
 }
 
 /// Whether `bug` is planted and `is_follower` says this node follows (asked only then).
@@ -153,4 +161,18 @@ pub fn timeseq_extra_range(
 /// `feature-gate-off`: whether commands skip the cluster-version check.
 pub fn feature_gate_off() -> bool {
     active() == Some(PlantedBug::FeatureGateOff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PlantedBug;
+
+    #[test]
+    fn every_name_parses_to_the_bug_that_has_it() {
+        for name in PlantedBug::NAMES {
+            let bug = PlantedBug::parse(name);
+            assert_eq!(bug.map(PlantedBug::name), Some(name));
+        }
+        assert_eq!(PlantedBug::parse("no-such-bug"), None);
+    }
 }

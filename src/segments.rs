@@ -1,7 +1,8 @@
 //! `Segments`: Leaf-segment on this node. One `SegmentBuffer` per tag, refilled in the
 //! background by Raft-committed claims, served without locks or I/O while a segment is ready.
 //!
-//! This is the only module that touches both `engine` and the Raft side (`Cluster`).
+//! With `snowflakes` and `timeseq`, one of the three ID services: the only modules that put a
+//! Raft-committed answer into an engine (`tidy::only_the_id_services_install_into_an_engine`).
 //!
 //! Invariants:
 //! 1. A range is installed in a buffer only from the `Response::Segment` of a committed and
@@ -36,7 +37,6 @@ use crate::engine::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
-use crate::planted;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -338,8 +338,12 @@ impl Segments {
         };
         let previous = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
         let step = self.config.step_policy.next_step(tag_step, previous.map(|last| (last.step, last.at.elapsed())));
-        let local_max_id = || self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.max_id));
-        if let Some(range) = planted::segment_without_claim(|| self.is_follower(), local_max_id, step) {
+        #[cfg(feature = "planted")]
+        if let Some(range) = crate::planted::segment_without_claim(
+            || self.is_follower(),
+            || self.cluster.read(|sm| sm.tags.get(&buffer.tag).map(|record| record.max_id)),
+            step,
+        ) {
             buffer.buffer.install_next(range);
             return true;
         }
@@ -352,7 +356,9 @@ impl Segments {
                     Some(LastClaim { step, at: Instant::now(), at_ms: now_ms() });
                 buffer.claims.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(new_max_id = end, tag = %buffer.tag, start, step, "segment claim committed");
-                let range = planted::segment_to_install(|| self.is_follower(), &buffer.tag, IdRange { start, end });
+                let range = IdRange { start, end };
+                #[cfg(feature = "planted")]
+                let range = crate::planted::segment_to_install(|| self.is_follower(), &buffer.tag, range);
                 if !buffer.buffer.install_next(range) {
                     tracing::info!(tag = %buffer.tag, start, end, "claim arrived after close; its range stays unused");
                 }
@@ -375,6 +381,7 @@ impl Segments {
     }
 
     /// Whether this node is not the leader (asked only by planted bugs).
+    #[cfg(feature = "planted")]
     fn is_follower(&self) -> bool {
         self.cluster.metrics().current_leader != Some(self.cluster.node_id())
     }

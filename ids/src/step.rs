@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-/// Leaf's thresholds (`SEGMENT_DURATION` = 15 minutes, `MAX_STEP` = 1,000,000), configurable so
-/// tests can shorten them.
+/// Leaf's thresholds (`SEGMENT_DURATION` = 15 minutes, `MAX_STEP` = 1,000,000: how far the dynamic
+/// step grows), configurable so tests can shorten them. Not the limit on a tag's configured step,
+/// `raft::tag::MAX_STEP` (10,000,000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepPolicy {
     /// A segment that lasted less than this doubles the step; less than twice this keeps it;

@@ -1,104 +1,54 @@
-//! The Raft core of leafraft: openraft type config, the command set, the pure state machine,
-//! and the HTTP + bincode network between nodes.
+//! The Raft transport of leafraft: the HTTP + bincode network between nodes, the leader lease,
+//! the durability and amnesia wrappers around it. The pure replicated state (commands, records,
+//! `apply`, codec) is the `leafraft-state` crate, re-exported here so that `raft::Request`,
+//! `raft::codec` and the rest keep their paths.
 //!
 //! # Layout
-//! - [`request`]: `Request` (what is proposed through Raft) and `Response` (what applying it
-//!   answers). The variant order of `Request` is persisted in the log: append only.
-//! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
-//!   applied log id and the membership) and its deterministic `apply`.
-//! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
-//! - [`node`]: `Node`, a member as the membership records it (address and disk incarnation).
-//! - [`timeseq`]: time-sequence namespaces and per-second sequence claims, part of the state
-//!   machine.
-//! - [`tag`]: tag names and the numeric limits every layer checks.
-//! - [`version`]: release numbers (`Version`): this binary's, the baseline's.
-//! - [`codec`]: the one bincode configuration used on the wire and on disk.
 //! - [`lease`]: `LeaderLease`, how long a leader may be sure no newer leader exists.
+//! - [`durability`]: `DurableCommitNetwork`, no commit counted before the leader's own log is on
+//!   disk; `LocalDurability`, what the local log has made durable.
+//! - [`amnesia`]: `AmnesiaGuard`, a member whose log went back in time stops instead of voting.
 //! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
 //!   `/raft/*` on the node's one port.
 //!
 //! This crate knows nothing about sled or about the ID engines.
 
-use std::io::Cursor;
+pub use leafraft_state::codec;
+pub use leafraft_state::node;
+pub use leafraft_state::records;
+pub use leafraft_state::request;
+pub use leafraft_state::snowflake;
+pub use leafraft_state::state_machine;
+pub use leafraft_state::tag;
+pub use leafraft_state::timeseq;
+pub use leafraft_state::typ;
+pub use leafraft_state::version;
+pub use leafraft_state::IdStateMachine;
+pub use leafraft_state::ImportRow;
+pub use leafraft_state::NamespaceRecord;
+pub use leafraft_state::Needs;
+pub use leafraft_state::Node;
+pub use leafraft_state::NodeId;
+pub use leafraft_state::Rejection;
+pub use leafraft_state::Request;
+pub use leafraft_state::Response;
+pub use leafraft_state::SnowflakeLayout;
+pub use leafraft_state::SnowflakeRegistry;
+pub use leafraft_state::TagMode;
+pub use leafraft_state::TagRecord;
+pub use leafraft_state::TimeseqRegistry;
+pub use leafraft_state::TypeConfig;
+pub use leafraft_state::Version;
+pub use leafraft_state::WorkerLease;
 
 pub mod amnesia;
-pub mod codec;
 pub mod durability;
 pub mod lease;
 pub mod network;
-pub mod node;
-pub mod request;
-pub mod snowflake;
-pub mod state_machine;
-pub mod tag;
-pub mod timeseq;
-pub mod version;
 
 pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use lease::LeaderLease;
-pub use request::ImportRow;
-pub use request::Needs;
-pub use request::Rejection;
-pub use request::Request;
-pub use request::Response;
-pub use snowflake::SnowflakeLayout;
-pub use snowflake::SnowflakeRegistry;
-pub use snowflake::WorkerLease;
-pub use state_machine::IdStateMachine;
-pub use state_machine::TagMode;
-pub use state_machine::TagRecord;
-pub use timeseq::NamespaceRecord;
-pub use timeseq::TimeseqRegistry;
-pub use version::Version;
-
-pub type NodeId = u64;
-pub use node::Node;
-
-openraft::declare_raft_types!(
-    /// The openraft type configuration of leafraft.
-    pub TypeConfig:
-        D = Request,
-        R = Response,
-        NodeId = NodeId,
-        Node = Node,
-        Entry = openraft::Entry<TypeConfig>,
-        SnapshotData = Cursor<Vec<u8>>,
-        AsyncRuntime = openraft::TokioRuntime,
-);
 
 pub type Raft = openraft::Raft<TypeConfig>;
-
-/// Short names for the openraft generics instantiated with [`TypeConfig`].
-pub mod typ {
-    use crate::Node;
-    use crate::NodeId;
-    use crate::TypeConfig;
-
-    pub type Entry = openraft::Entry<TypeConfig>;
-    pub type LogId = openraft::LogId<NodeId>;
-    pub type Vote = openraft::Vote<NodeId>;
-    pub type LeaderId = openraft::LeaderId<NodeId>;
-    pub type StoredMembership = openraft::StoredMembership<NodeId, Node>;
-    pub type Membership = openraft::Membership<NodeId, Node>;
-    pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, Node>;
-    pub type Snapshot = openraft::Snapshot<TypeConfig>;
-    pub type StorageError = openraft::StorageError<NodeId>;
-    pub type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
-
-    pub type RaftError<E = openraft::error::Infallible> = openraft::error::RaftError<NodeId, E>;
-    pub type RPCError<E = openraft::error::Infallible> = openraft::error::RPCError<NodeId, Node, RaftError<E>>;
-    pub type ClientWriteError = openraft::error::ClientWriteError<NodeId, Node>;
-    pub type CheckIsLeaderError = openraft::error::CheckIsLeaderError<NodeId, Node>;
-    pub type ForwardToLeader = openraft::error::ForwardToLeader<NodeId, Node>;
-    pub type InitializeError = openraft::error::InitializeError<NodeId, Node>;
-    pub type InstallSnapshotError = openraft::error::InstallSnapshotError;
-    pub type ClientWriteResponse = openraft::raft::ClientWriteResponse<TypeConfig>;
-    pub type AppendEntriesRequest = openraft::raft::AppendEntriesRequest<TypeConfig>;
-    pub type AppendEntriesResponse = openraft::raft::AppendEntriesResponse<NodeId>;
-    pub type VoteRequest = openraft::raft::VoteRequest<NodeId>;
-    pub type VoteResponse = openraft::raft::VoteResponse<NodeId>;
-    pub type InstallSnapshotRequest = openraft::raft::InstallSnapshotRequest<TypeConfig>;
-    pub type InstallSnapshotResponse = openraft::raft::InstallSnapshotResponse<NodeId>;
-}

@@ -1,4 +1,4 @@
-//! Who may call which route (SPEC.md §4c): the role a route needs ([`need`]), the bearer token
+//! Who may call which route (`docs/api.md`, "Conventions"): the role a route needs ([`need`]), the bearer token
 //! checked against the node's [`Credentials`], and on `/raft/*` with `--peer-ca` the peer's client
 //! certificate, which must name the member the request's identity headers claim.
 //!

@@ -26,7 +26,7 @@ use crate::error::Error;
                    `leafraft recover --from FILE` (docs/operations.md).",
     responses(
         (status = 200, description = "The backup file", content_type = "application/vnd.leafraft.backup",
-            body = crate::api::openapi::BackupFile),
+            body = crate::api::schemas::BackupFile),
         (status = 401, description = "`UNAUTHORIZED`: missing or wrong secret", body = crate::error::ErrorBody),
         (status = 503, description = "`NO_LEADER`: the leader could not confirm a read index in time",
             body = crate::error::ErrorBody),

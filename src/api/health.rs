@@ -15,10 +15,16 @@ use crate::error::Error;
     path = "/healthz",
     tag = "operations",
     summary = "Liveness",
-    responses((status = 200, description = "The process runs", body = crate::api::openapi::Health))
+    responses((status = 200, description = "The process runs", body = crate::api::schemas::Health))
 )]
 pub async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+    #[cfg_attr(not(feature = "planted"), allow(unused_mut))]
+    let mut body = json!({"status": "ok"});
+    #[cfg(feature = "planted")]
+    if let Some(bug) = crate::planted::active() {
+        body["planted"] = bug.name().into();
+    }
+    Json(body)
 }
 
 /// Ready means segment IDs and reads can be served; the body also says, kind by kind, whether
@@ -31,7 +37,7 @@ pub async fn healthz() -> Json<serde_json::Value> {
     summary = "Readiness",
     responses(
         (status = 200, description = "This node knows a leader and has caught up: it serves segment IDs and reads",
-            body = crate::api::openapi::Ready),
+            body = crate::api::schemas::Ready),
         (status = 503, description = "`NOT_READY`, with the reason", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "NOT_READY", "message": "no leader known"}})),
     )

@@ -1,7 +1,7 @@
 //! The HTTP API on the node's one port: the public `/v1/*` routes, health, and `/raft/*` for
 //! peers. Handlers translate HTTP to `Cluster` calls and back; they hold no logic of their own.
 //!
-//! API Boundary: paths, JSON shapes and error codes are the contract of SPEC.md §4 and §6.
+//! API Boundary: paths, JSON shapes and error codes are the contract `docs/api.md` states.
 
 mod auth;
 mod backup;
@@ -15,6 +15,7 @@ pub mod openapi;
 mod path_tag;
 mod peer;
 mod pin;
+mod schemas;
 mod segments;
 mod snowflakes;
 pub mod status;
@@ -149,8 +150,8 @@ fn peer_routes(state: AppState) -> Router {
     description = "Requests by route and code; IDs issued, waits, buffer fill, claims and claim latency histogram per tag \
                    for the busiest tags (--metrics-tag-series, 100) and over all tags (`_all_tags`); idle buffers dropped; \
                    Raft term/leader/indexes, clock offset to peers, snowflake years left; all prefixed `leafraft_`.",
-    responses((status = 200, description = "The Prometheus text format", content_type = "text/plain; version=0.0.4",
-        body = String))
+    responses((status = 200, description = "OpenMetrics text, which Prometheus scrapes",
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8", body = String))
 )]
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let scrape = crate::metrics::Scrape {

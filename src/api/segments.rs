@@ -109,7 +109,7 @@ fn json(body: String) -> Response {
     responses(
         (status = 200, description = "Strictly increasing IDs from this node's buffers; for a monotonic tag, from \
             the leader, larger than every ID of the tag any client received before the request was sent",
-            body = crate::api::openapi::SegmentIds),
+            body = crate::api::schemas::SegmentIds),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "INVALID_ARGUMENT", "message": "count must be 1 to 10000"}})),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody,
@@ -150,7 +150,7 @@ pub async fn ids(
     ),
     responses(
         (status = 200, description = "Increasing half-open ranges `[start, end)` totalling `count` IDs",
-            body = crate::api::openapi::SegmentRanges),
+            body = crate::api::schemas::SegmentRanges),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
         (status = 409, description = "`TAG_EXHAUSTED`, or `MODE_MISMATCH` for a monotonic tag (served only by the \

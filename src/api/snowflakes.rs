@@ -65,7 +65,7 @@ pub async fn leaf_get(State(state): State<AppState>, _key: Result<Path<String>, 
     params(("count" = Option<u64>, Query, description = "How many IDs, 1 to 10000 (default 1)", minimum = 1,
         maximum = 10000)),
     responses(
-        (status = 200, description = "Increasing IDs from this node's worker", body = crate::api::openapi::SnowflakeIds),
+        (status = 200, description = "Increasing IDs from this node's worker", body = crate::api::schemas::SnowflakeIds),
         (status = 400, description = "`INVALID_ARGUMENT`: bad count", body = crate::error::ErrorBody),
         (status = 503, description = "`CLOCK_BACKWARDS` (clock behind beyond the allowance, or skewed from peers), \
             `WORKER_UNAVAILABLE` (no worker, or the window cannot be extended) or `NOT_READY`",
@@ -145,7 +145,7 @@ pub struct LeafDecodeParams {
     summary = "Decode a snowflake ID (Leaf-compatible)",
     params(("snowflakeId" = String, Query, description = "A snowflake ID in decimal")),
     responses(
-        (status = 200, description = "Leaf's shape", body = crate::api::openapi::LeafDecoded),
+        (status = 200, description = "Leaf's shape", body = crate::api::schemas::LeafDecoded),
         (status = 400, description = "`INVALID_ARGUMENT`: missing or bad snowflakeId", body = crate::error::ErrorBody),
     )
 )]
@@ -177,7 +177,7 @@ pub struct WorkerView {
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct WorkersView {
     /// The layout recorded in the cluster (null until the first node serving snowflake records it).
-    #[schema(value_type = Option<crate::api::openapi::SnowflakeLayout>)]
+    #[schema(value_type = Option<crate::api::schemas::SnowflakeLayout>)]
     pub layout: Option<raft::SnowflakeLayout>,
     pub workers: Vec<WorkerView>,
     /// This node's snowflake state (its worker, window, clock check).
@@ -245,7 +245,7 @@ pub async fn release_worker(
     tag = "snowflake",
     summary = "This node's wall clock",
     responses((status = 200, description = "For peer clock checks (RTT-compensated by the caller)",
-        body = crate::api::openapi::Clock))
+        body = crate::api::schemas::Clock))
 )]
 pub async fn clock(State(state): State<AppState>) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "node_id": state.cluster.node_id(), "now_ms": now_ms() }))

@@ -24,7 +24,7 @@ use raft::Node;
 use raft::NodeId;
 use tokio::time::Instant;
 
-use super::leader::Attempt;
+use super::attempt::Attempt;
 use super::membership::replication_lag;
 use super::Cluster;
 

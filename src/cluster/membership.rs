@@ -92,7 +92,7 @@ impl Cluster {
                 tokio::time::timeout(remaining, self.raft.add_learner(node_id, Node::new(&addr, incarnation), false))
                     .await
                     .map_err(|_| not_caught_up(node_id, &addr, self.learner_timeout))?;
-            added.map_err(super::leader::from_write_error)?;
+            added.map_err(super::attempt::from_write_error)?;
         }
         self.wait_caught_up(node_id, &addr, deadline).await?;
         tracing::info!(node_id, "learner caught up");

@@ -19,6 +19,7 @@
 //! applying it twice is harmless (a second claim only burns IDs; creates and updates are
 //! idempotent). `ReleaseSegment` is submitted exactly once: see `raft::Request::ReleaseSegment`.
 
+mod attempt;
 mod catch_up;
 mod forward;
 mod incarnations;
@@ -41,6 +42,7 @@ use raft::NodeId;
 use raft::Raft;
 use tokio::time::Instant;
 
+use self::attempt::Attempt;
 pub use self::forward::check_addr;
 pub use self::forward::routes as peer_routes;
 pub use self::forward::BoxFuture;
@@ -53,7 +55,6 @@ pub use self::forward::HelloError;
 pub use self::forward::HttpPeers;
 pub use self::forward::Peers;
 pub use self::incarnations::record_unknown_incarnations;
-use self::leader::Attempt;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
 pub use self::status::ClusterStatus;

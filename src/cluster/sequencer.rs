@@ -32,9 +32,9 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cluster::leader::confirm_leadership;
-use crate::cluster::leader::from_write_error;
-use crate::cluster::leader::Attempt;
+use crate::cluster::attempt::confirm_leadership;
+use crate::cluster::attempt::from_write_error;
+use crate::cluster::attempt::Attempt;
 use crate::engine::IdRange;
 use crate::error::Error;
 

@@ -113,7 +113,9 @@ impl Snowflakes {
         match self.cluster.write(request).await {
             Ok(raft::Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }) => {
                 let seed = self.config.random_sequence.then(|| now_ms() ^ (u64::from(worker) << 32));
-                let issue_as = crate::planted::worker_to_issue_from(worker, self.config.layout.worker_bits);
+                let issue_as = worker;
+                #[cfg(feature = "planted")]
+                let issue_as = crate::planted::worker_to_issue_from(issue_as, self.config.layout.worker_bits);
                 let generator = Generator::new(
                     self.layout,
                     u64::from(issue_as),

@@ -47,9 +47,13 @@ impl Timeseq {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
                 forget_passed_failure(ns, second);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
-                let is_follower = || self.cluster.metrics().current_leader != Some(self.cluster.node_id());
                 let range = SecondRange { second, start, end };
-                if let Some(again) = crate::planted::timeseq_extra_range(is_follower, &ns.name, range) {
+                #[cfg(feature = "planted")]
+                if let Some(again) = crate::planted::timeseq_extra_range(
+                    || self.cluster.metrics().current_leader != Some(self.cluster.node_id()),
+                    &ns.name,
+                    range,
+                ) {
                     ns.holder.install_range(again);
                 }
                 ns.holder.install_range(range);

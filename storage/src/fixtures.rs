@@ -43,10 +43,13 @@ pub fn claim(tag: &str, step: u64) -> Request {
     Request::ClaimSegment { tag: tag.into(), step }
 }
 
-/// One request of every variant, valid in this order on an empty state machine (but for the
-/// restore at the end, which is refused there: the state holds a tag by then).
+/// One request of every variant, in `Request`'s declaration order, valid in this order on an
+/// empty state machine (but for the restore, which is refused there: the state holds a tag by
+/// then). Each is checked against [`declared_position`], an exhaustive match, so a new variant
+/// does not compile until it is listed there; `codec::tests` checks that no variant follows the
+/// last one listed, so it must be added here too.
 pub fn every_request() -> Vec<Request> {
-    vec![
+    let every = vec![
         create("orders", 1, 1000),
         Request::UpdateTag {
             tag: "orders".into(),
@@ -93,7 +96,37 @@ pub fn every_request() -> Vec<Request> {
         },
         Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) },
         Request::Noop,
-    ]
+    ];
+    for (position, request) in every.iter().enumerate() {
+        assert_eq!(declared_position(request), position, "every_request() out of declaration order at {request:?}");
+    }
+    every
+}
+
+/// The position of a request's variant in `Request`'s declaration, which is its persisted
+/// discriminant. No wildcard arm: a new variant fails to compile here until it is listed.
+pub fn declared_position(request: &Request) -> usize {
+    match request {
+        Request::CreateTag { .. } => 0,
+        Request::UpdateTag { .. } => 1,
+        Request::ClaimSegment { .. } => 2,
+        Request::ReleaseSegment { .. } => 3,
+        Request::SetSnowflakeLayout { .. } => 4,
+        Request::AcquireWorker { .. } => 5,
+        Request::ExtendWorker { .. } => 6,
+        Request::ReleaseWorker { .. } => 7,
+        Request::SetClusterId { .. } => 8,
+        Request::Restore { .. } => 9,
+        Request::CreateTagInMode { .. } => 10,
+        Request::SetTagMode { .. } => 11,
+        Request::ClaimMonotonic { .. } => 12,
+        Request::CreateNamespace { .. } => 13,
+        Request::ClaimTimeseq { .. } => 14,
+        Request::RestoreTimeseq { .. } => 15,
+        Request::ImportTags { .. } => 16,
+        Request::SetClusterVersion { .. } => 17,
+        Request::Noop => 18,
+    }
 }
 
 /// A namespace with the default widths and epoch, a +08:00 zone and a description.

@@ -24,8 +24,7 @@ use crate::OpenError;
 use crate::Store;
 use crate::StoreOptions;
 
-/// The identity file's name inside the data directory.
-pub const IDENTITY_FILE: &str = "leafraft-identity";
+pub use crate::private::IDENTITY_FILE;
 const TEMP_FILE: &str = "leafraft-identity.tmp";
 const MAGIC: &[u8; 4] = b"LFID";
 /// The layout version of the identity file, independent of the store's `FORMAT_VERSION`.

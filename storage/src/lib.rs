@@ -10,7 +10,10 @@
 //! - [`identity`]: the member identity file (node ID and disk incarnation), created before the store.
 //! - `error`: [`OpenError`] and the errors behind openraft's `StorageError`.
 //!
-//! Nothing is acknowledged to openraft before it is on disk: see `engine::Engine::sync`.
+//! A follower acknowledges an append only once it is on disk (`engine::Engine::sync`). The leader
+//! writes its own log in parallel with replication (Raft's §10.2.1): its entry counts towards a
+//! commit only once its own flush completed (`raft::DurableCommitNetwork`), so nothing commits
+//! on a quorum that has not written it.
 
 use std::io;
 use std::path::Path;

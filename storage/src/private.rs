@@ -14,6 +14,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+/// The identity file's name inside the data directory (`identity` writes it; it is named here,
+/// below `identity`, because `restrict` narrows it too).
+pub const IDENTITY_FILE: &str = "leafraft-identity";
+
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 
@@ -36,7 +40,7 @@ pub fn restrict(dir: &Path) -> io::Result<()> {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = ["db", "conf", "blobs", crate::MARKER_FILE, crate::identity::IDENTITY_FILE].contains(&name.as_ref())
+        let ours = ["db", "conf", "blobs", crate::MARKER_FILE, IDENTITY_FILE].contains(&name.as_ref())
             || name.starts_with("snap.");
         if ours {
             restrict_entry(&entry.path())?;

@@ -2,8 +2,10 @@
 //! purpose must end `RESULT: FAIL`, naming the broken rule; the same run without the bug passes,
 //! so the FAIL is the bug's doing and not the settings'.
 //!
-//! Planted bugs exist only in debug builds of leafraft (`src/planted.rs`); under `--release` the
-//! tests that plant one are reported as ignored, with the reason, rather than passing empty.
+//! Planted bugs exist only in builds of leafraft with the cargo feature `planted` (`src/planted.rs`);
+//! this crate's dev-dependency turns it on for `cargo test --workspace`. A build without it (every
+//! `cargo build --release`) holds none of their code and the runner refuses `--plant` against it:
+//! `a_build_without_the_feature_holds_no_planted_code_and_is_refused`.
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -68,20 +70,17 @@ async fn assert_caught_by(bug: &str, checks: &[&str]) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
 async fn planted_serve_twice_is_caught() {
     assert_caught("serve-twice", "unique-segment-ids").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
 async fn planted_uncommitted_claim_is_caught() {
     assert_caught("uncommitted-claim", "unique-segment-ids").await;
 }
 
 /// One worker, two holders: the snowflake checks (not the segment ones) must fail.
 #[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
 async fn planted_shared_worker_is_caught_by_the_snowflake_checks() {
     let text = assert_caught_by("shared-worker", &["unique-snowflake-ids", "worker-holders-disjoint"]).await;
     assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
@@ -89,7 +88,6 @@ async fn planted_shared_worker_is_caught_by_the_snowflake_checks() {
 
 /// A time-sequence range served twice: the time-sequence checks (not the segment ones) fail.
 #[tokio::test(flavor = "multi_thread")]
-#[cfg_attr(not(debug_assertions), ignore = "planted bugs exist only in debug builds of leafraft")]
 async fn planted_timeseq_serve_twice_is_caught() {
     let text = assert_caught_by("timeseq-serve-twice", &["unique-timeseq-ids"]).await;
     assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
@@ -101,4 +99,71 @@ async fn the_same_run_without_a_planted_bug_passes() {
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(0), "a clean run must pass:\n{text}");
     assert!(text.lines().any(|line| line == "RESULT: PASS seed=11 nodes=3"), "no PASS verdict:\n{text}");
+}
+
+/// Strings only the planted-bug code puts into a binary: the variable that arms a bug, and the
+/// source file's name, which the line tables (`debug = "line-tables-only"` in release) carry for
+/// any code compiled from it.
+const PLANTED_MARKERS: [&str; 2] = ["LEAFRAFT_PLANTED_BUG", "planted.rs"];
+
+fn planted_markers_in(binary: &std::path::Path) -> Vec<&'static str> {
+    let bytes = std::fs::read(binary).expect("read the leafraft binary");
+    PLANTED_MARKERS
+        .into_iter()
+        .filter(|marker| bytes.windows(marker.len()).any(|window| window == marker.as_bytes()))
+        .collect()
+}
+
+/// Runs `leafraft-chaos --plant` against `binary`, which must be refused before any node starts.
+fn assert_plant_refused(binary: &std::path::Path) {
+    let output = std::process::Command::new(CHAOS)
+        .arg("--binary")
+        .arg(binary)
+        .args(["--plant", "serve-twice", "--seed", "1", "--nodes", "3", "--duration", "1s", "--net", "loopback"])
+        .output()
+        .expect("run leafraft-chaos");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "--plant against {} must be refused: {stderr}", binary.display());
+    assert!(output.stdout.is_empty(), "a refusal starts nothing: {}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(stderr.lines().count(), 1, "the refusal is one line: {stderr}");
+    assert!(stderr.contains("cannot plant bugs"), "the line says why: {stderr}");
+}
+
+/// Acceptance 5 of issue 27: a release build holds no planted-bug code, and `--plant` against a
+/// binary that cannot plant is refused with one line. The binary of this test build (which has
+/// the feature) shows the markers are there to be found; a stand-in that fails `planted-bugs`
+/// is refused; and `target/release/leafraft` (or `LEAFRAFT_RELEASE_BIN`), when built, holds no
+/// marker, refuses `planted-bugs` and is refused too.
+#[test]
+fn a_build_without_the_feature_holds_no_planted_code_and_is_refused() {
+    let own = leafraft_binary();
+    assert_eq!(planted_markers_in(&own), PLANTED_MARKERS, "this test build of leafraft has the planted code");
+    let stand_in_dir = tempfile::tempdir().expect("temporary directory");
+    let stand_in = stand_in_dir.path().join("leafraft");
+    std::fs::write(&stand_in, "#!/bin/sh\necho \"error: unrecognized subcommand '$1'\" >&2\nexit 2\n").expect("write");
+    let mut permissions = std::fs::metadata(&stand_in).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&stand_in, permissions).expect("chmod");
+    assert_plant_refused(&stand_in);
+
+    let release = match std::env::var_os("LEAFRAFT_RELEASE_BIN") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            own.parent().and_then(|dir| dir.parent()).map(|target| target.join("release/leafraft")).unwrap_or_default()
+        }
+    };
+    if release == own {
+        eprintln!(
+            "skipped the release-binary half: this test runs in the release build, whose leafraft has the test feature"
+        );
+        return;
+    }
+    if !release.exists() {
+        eprintln!("skipped the release-binary half: no {} (cargo build --release builds it)", release.display());
+        return;
+    }
+    assert_eq!(planted_markers_in(&release), Vec::<&str>::new(), "{} holds planted-bug code", release.display());
+    let listed = std::process::Command::new(&release).arg("planted-bugs").output().expect("run leafraft");
+    assert!(!listed.status.success(), "{} answers planted-bugs", release.display());
+    assert_plant_refused(&release);
 }

@@ -198,3 +198,31 @@ fn regression_openapi_marks_the_role_each_route_needs() {
         assert!(paths[path][method]["security"].is_array(), "{method} {path} needs a role");
     }
 }
+
+/// `docs/api.md` is the contract in words: it has a `### \`METHOD /path\`` section for every
+/// operation of the document and none for anything else, and names every error code.
+#[test]
+fn docs_api_md_lists_every_documented_operation() {
+    let words = include_str!("../../../docs/api.md");
+    let in_words: BTreeSet<(String, String)> = words
+        .lines()
+        .filter_map(|line| line.strip_prefix("### `")?.strip_suffix('`'))
+        .filter_map(|operation| operation.split_once(' '))
+        .map(|(method, path)| (method.to_lowercase(), path.to_string()))
+        .collect();
+    let doc = document_json();
+    let mut in_document = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in item.as_object().expect("path item").keys() {
+            in_document.insert((method.clone(), path.clone()));
+        }
+    }
+    let missing: Vec<_> = in_document.difference(&in_words).collect();
+    assert!(missing.is_empty(), "operations of /openapi.json without a section in docs/api.md: {missing:?}");
+    let extra: Vec<_> = in_words.difference(&in_document).collect();
+    assert!(extra.is_empty(), "sections of docs/api.md for operations /openapi.json does not have: {extra:?}");
+    let codes = doc.pointer("/components/schemas/ErrorCode/enum").and_then(Value::as_array).expect("ErrorCode enum");
+    let unnamed: Vec<&Value> =
+        codes.iter().filter(|code| !words.contains(&format!("`{}`", code.as_str().unwrap_or("?")))).collect();
+    assert!(unnamed.is_empty(), "error codes docs/api.md does not name: {unnamed:?}");
+}

@@ -161,6 +161,28 @@ fn normal_entries_of_every_request() {
     }
 }
 
+/// `every_request()` holds every variant: each encodes with its declared position as discriminant
+/// (fixint, little-endian `u32`), and the discriminant after the last one decodes to no request,
+/// so no variant was left off the end (a variant left off in between fails `declared_position`'s
+/// order check).
+#[test]
+fn every_request_holds_every_variant_of_request() {
+    let requests = every_request();
+    for (position, request) in requests.iter().enumerate() {
+        let bytes = raft::codec::encode(request).expect("encode");
+        let discriminant = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
+        assert_eq!(discriminant as usize, position, "{request:?}");
+    }
+    let next = u32::try_from(requests.len()).expect("few variants").to_le_bytes();
+    // An unknown discriminant, not a known variant whose fields are missing (`UnexpectedEnd`).
+    match raft::codec::decode::<Request>(&next) {
+        Err(bincode::error::DecodeError::UnexpectedEnd { .. }) | Ok(_) => {
+            panic!("Request has a variant after the last one every_request() lists")
+        }
+        Err(_) => {}
+    }
+}
+
 #[test]
 fn unset_update_fields() {
     let request = Request::UpdateTag { tag: "t".into(), step: None, description: None, max_id: None, now_ms: 1 };

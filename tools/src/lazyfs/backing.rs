@@ -10,7 +10,8 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::model::Ino;
+/// An inode number, as the kernel and the model name files.
+pub type Ino = u64;
 
 /// Where the durable bytes of every file are kept. Reads past the end of what was written give
 /// zeros.

@@ -17,9 +17,8 @@ use std::ffi::OsString;
 use std::time::SystemTime;
 
 pub use super::backing::Durable;
+pub use super::backing::Ino;
 pub use super::backing::MemoryDurable;
-
-pub type Ino = u64;
 
 /// The root directory's inode number (FUSE's).
 pub const ROOT: Ino = 1;

@@ -4,6 +4,9 @@
 //! seed always replays the same schedule; who the leader is when a fault lands is the cluster's
 //! business, and the timeline names the node each fault actually hit.
 
+pub mod disks;
+pub mod power;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -487,7 +490,7 @@ async fn inject(
         }
         FaultKind::WipeMember | FaultKind::LoseMajority => disk_fault(nodes, record, plan, leader, watchers).await,
         FaultKind::PowerLoss | FaultKind::PowerLossAll => {
-            let victims = crate::power::cut(nodes, record, plan, leader);
+            let victims = power::cut(nodes, record, plan, leader);
             let whole = plan.kind == FaultKind::PowerLossAll;
             // As for kill-leader and whole-restart: one node's cut is timed from the cut, the
             // whole cluster's from its restart.
@@ -495,7 +498,7 @@ async fn inject(
                 watch_recovery(nodes, record, plan.kind, leader, watchers);
             }
             tokio::time::sleep(hold).await;
-            crate::power::restart(nodes, record, &victims);
+            power::restart(nodes, record, &victims);
             if whole {
                 watch_recovery(nodes, record, plan.kind, leader, watchers);
             }
@@ -528,12 +531,12 @@ async fn disk_fault(
 ) {
     let started = Instant::now();
     if plan.kind == FaultKind::LoseMajority {
-        crate::disks::lose_majority(nodes, record, plan).await;
+        disks::lose_majority(nodes, record, plan).await;
     } else if let Some(victim) = pick(&nodes.running(), plan.pick) {
         if Some(victim) == leader.map(|l| l.node) {
             watch_recovery(nodes, record, plan.kind, leader, watchers);
         }
-        crate::disks::wipe_member(nodes, record, victim).await;
+        disks::wipe_member(nodes, record, victim).await;
     }
     tokio::time::sleep(plan.hold.saturating_sub(started.elapsed())).await;
 }

@@ -12,22 +12,20 @@
 //! ```text
 //! leafraft-chaos --seed 7 --nodes 3 --duration 60s
 //! leafraft-chaos --soak 30m                  # runs seed, seed+1, … alternating 3 and 5 nodes
-//! leafraft-chaos --plant serve-twice …       # a debug build of leafraft with a bug planted
+//! leafraft-chaos --plant serve-twice …       # a leafraft built with `--features planted`
 //! leafraft-chaos --faults power-loss,power-loss-all,kill-leader [--fsync false]
 //! ```
 //!
 //! Code map: [`nodes`] (processes, clocks, membership calls), [`net`] (namespaces and cuts),
-//! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection), [`disks`]
-//! (wiped members and recovery from a survivor), [`power`] (power cuts), [`history`]
+//! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection; its children
+//! `faults::disks`: wiped members and recovery from a survivor, `faults::power`: power cuts), [`history`]
 //! (what clients saw), [`checker`] (the verdict, pure).
 
 mod checker;
-mod disks;
 mod faults;
 mod history;
 mod net;
 mod nodes;
-mod power;
 mod workload;
 
 use std::collections::BTreeMap;
@@ -97,8 +95,9 @@ struct Args {
     /// that shows the power-loss faults can fail a run.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fsync: bool,
-    /// Plants a bug in the nodes (debug builds of leafraft only): serve-twice, uncommitted-claim,
-    /// shared-worker.
+    /// Plants a bug in the nodes: serve-twice, uncommitted-claim, shared-worker,
+    /// timeseq-serve-twice. Only a leafraft built with the cargo feature `planted` can (`leafraft
+    /// planted-bugs` lists them); against any other binary the run is refused with one line.
     #[arg(long)]
     plant: Option<String>,
     /// Snowflake worker IDs (a power of two, 2 to 1024). The default, 0, gives fewer workers than
@@ -148,6 +147,12 @@ struct Summary {
 
 fn main() {
     let args = Args::parse();
+    if let Some(bug) = &args.plant {
+        if let Err(refusal) = leafraft_binary(&args).and_then(|binary| check_plantable(&binary, bug)) {
+            eprintln!("leafraft-chaos: --plant refused: {refusal:#}");
+            std::process::exit(2);
+        }
+    }
     let code = match tokio::runtime::Runtime::new().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(run(args))) {
         Ok(true) => 0,
         Ok(false) => 1,
@@ -160,6 +165,40 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The `leafraft` binary the nodes run: `--binary`, or the one beside this runner.
+fn leafraft_binary(args: &Args) -> anyhow::Result<PathBuf> {
+    let binary = match &args.binary {
+        Some(binary) => binary.clone(),
+        None => std::env::current_exe()?.with_file_name("leafraft"),
+    };
+    if !binary.exists() {
+        bail!("no leafraft binary at {} (build it, or pass --binary)", binary.display());
+    }
+    Ok(binary)
+}
+
+/// Whether `binary` can plant `bug`: asked of the binary itself (`leafraft planted-bugs`, a
+/// subcommand only builds with the `planted` feature have), so a release build is refused rather
+/// than silently planting nothing.
+fn check_plantable(binary: &std::path::Path, bug: &str) -> anyhow::Result<()> {
+    let output = std::process::Command::new(binary)
+        .arg("planted-bugs")
+        .output()
+        .with_context(|| format!("cannot run {}", binary.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} cannot plant bugs (built without the cargo feature `planted`; build one with `cargo build --features planted` and pass it with --binary)",
+            binary.display()
+        );
+    }
+    let known = String::from_utf8_lossy(&output.stdout);
+    let known: Vec<&str> = known.lines().map(str::trim).filter(|name| !name.is_empty()).collect();
+    if !known.contains(&bug) {
+        bail!("unknown planted bug {bug:?} (known: {})", known.join(", "));
+    }
+    Ok(())
+}
+
 async fn run(args: Args) -> anyhow::Result<bool> {
     let mut kinds: Vec<FaultKind> = Vec::new();
     for name in args.faults.split(',').map(str::trim).filter(|name| *name != "none") {
@@ -170,18 +209,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
     }
     kinds.sort();
     kinds.dedup();
-    if let Some(bug) = &args.plant {
-        if leafraft::planted::PlantedBug::parse(bug).is_none() {
-            bail!("unknown planted bug {bug:?} (known: {})", leafraft::planted::PlantedBug::NAMES.join(", "));
-        }
-    }
-    let binary = match &args.binary {
-        Some(binary) => binary.clone(),
-        None => std::env::current_exe()?.with_file_name("leafraft"),
-    };
-    if !binary.exists() {
-        bail!("no leafraft binary at {} (build it, or pass --binary)", binary.display());
-    }
+    let binary = leafraft_binary(&args)?;
     if args.dry_run {
         let (main, clocks) = faults::lanes(args.seed, &kinds);
         let mut lines = Vec::new();
@@ -205,7 +233,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         return Ok(true);
     }
     if kinds.iter().any(|kind| kind.needs_lazy_disks()) {
-        if let Some(why) = power::unavailable() {
+        if let Some(why) = faults::power::unavailable() {
             // Exit code 2: not a pass, and not a failure of the system under test.
             println!("power loss unavailable: {why}");
             println!("RESULT: SKIP (the power-loss faults need FUSE)");
@@ -213,7 +241,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         }
     }
     net::cleanup_stale();
-    power::cleanup_stale_mounts();
+    faults::power::cleanup_stale_mounts();
     let Some(soak) = args.soak else {
         let summary = run_once(&args, &binary, &kinds, args.seed, args.nodes, args.duration).await?;
         if let Some(path) = &args.report {

@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::snowflake::SnowflakeLayout;
-use crate::state_machine::TagMode;
-use crate::state_machine::TagRecord;
-use crate::timeseq::NamespaceRecord;
+use crate::records::NamespaceRecord;
+use crate::records::SnowflakeLayout;
+use crate::records::TagMode;
+use crate::records::TagRecord;
 use crate::version::Version;
 use crate::NodeId;
 

@@ -18,60 +18,17 @@ use openraft::EntryPayload;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::records::SnowflakeLayout;
+pub use crate::records::TagMode;
+pub use crate::records::TagRecord;
 use crate::request::Rejection;
 use crate::request::Request;
 use crate::request::Response;
-use crate::snowflake::SnowflakeLayout;
 use crate::snowflake::SnowflakeRegistry;
 use crate::tag;
 use crate::timeseq::TimeseqRegistry;
 use crate::typ;
 use crate::version::Version;
-
-/// One tag's row: the role of a `leaf_alloc` row in Leaf.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TagRecord {
-    /// The first ID of the next claim.
-    pub max_id: u64,
-    /// The configured step: the smallest a claim normally asks for.
-    pub step: u64,
-    pub description: String,
-    /// Proposer's wall clock at creation, carried in the command.
-    pub created_at_ms: u64,
-    /// Proposer's wall clock at the last update, carried in the command.
-    pub updated_at_ms: u64,
-    /// Who serves the tag: every node from its own ranges, or only the leader, in real-time
-    /// order. Moves only from `Segment` to `Monotonic`.
-    pub mode: TagMode,
-}
-
-/// How a tag's IDs are served.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TagMode {
-    /// Every node serves from ranges it claimed (`ClaimSegment`): unique, increasing per node.
-    #[default]
-    Segment,
-    /// Only the leader serves, from ranges it claimed (`ClaimMonotonic`) in its own term and only
-    /// after confirming it still leads: IDs increase in real-time order across the cluster.
-    Monotonic,
-}
-
-impl TagMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TagMode::Segment => "segment",
-            TagMode::Monotonic => "monotonic",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<TagMode> {
-        match text {
-            "segment" => Some(TagMode::Segment),
-            "monotonic" => Some(TagMode::Monotonic),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdStateMachine {

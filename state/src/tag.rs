@@ -4,7 +4,9 @@
 /// ID ever handed out is `i64::MAX - 1`.
 pub const MAX_ID_LIMIT: u64 = i64::MAX as u64;
 
-/// The largest step a tag may be configured with or a claim may ask for.
+/// The largest step a tag may be configured with or a claim may ask for. Ten times Leaf's
+/// `MAX_STEP` (1,000,000, the dynamic step's ceiling in `ids/src/step.rs`): a tag configured
+/// above Leaf's ceiling keeps its own step, which the dynamic step never goes below.
 pub const MAX_STEP: u64 = 10_000_000;
 
 /// The longest description a tag may carry, in bytes.

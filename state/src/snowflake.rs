@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::Serialize;
 
+pub use crate::records::SnowflakeLayout;
 use crate::request::Rejection;
 use crate::request::Response;
 use crate::NodeId;
@@ -24,43 +25,6 @@ use crate::NodeId;
 /// The longest window an extension may ask for beyond the proposer's clock: a bound on how many
 /// time bits one bad request can burn.
 pub const MAX_WINDOW_MS: u64 = 10 * 60 * 1000;
-
-/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnowflakeLayout {
-    /// Unix milliseconds of timestamp zero.
-    pub epoch_ms: u64,
-    pub time_bits: u8,
-    pub worker_bits: u8,
-    pub sequence_bits: u8,
-}
-
-impl SnowflakeLayout {
-    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
-    pub const LEAF: SnowflakeLayout =
-        SnowflakeLayout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
-
-    /// The shortest span the time bits must cover.
-    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
-
-    pub fn validate(&self) -> Result<(), String> {
-        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
-        if total != 63 {
-            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
-        }
-        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
-            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
-        }
-        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
-            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
-        }
-        Ok(())
-    }
-
-    pub fn n_workers(&self) -> u64 {
-        1u64 << self.worker_bits
-    }
-}
 
 /// One worker ID's lease.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

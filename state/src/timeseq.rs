@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::Serialize;
 
+pub use crate::records::NamespaceRecord;
+pub use crate::records::LAST_WRITABLE_SECOND;
+pub use crate::records::MAX_UTC_OFFSET_S;
 use crate::request::Rejection;
 use crate::request::Response;
 use crate::tag;
@@ -29,68 +32,10 @@ pub const RETENTION_S: u64 = 600;
 /// room for a clock a little behind the leader's.
 pub const LOOKAHEAD_MS: u64 = 10_000;
 
-/// The widest offset of a namespace's time zone (fixed offsets only: a zone with daylight saving
-/// repeats an hour of local time, and two string IDs of the repeated hour could be equal).
-pub const MAX_UTC_OFFSET_S: i32 = 18 * 3600;
-
-/// The last second the 14-digit `yyyyMMddHHmmss` can write in any allowed offset
-/// (9999-12-31T23:59:59Z minus 18 h).
-pub const LAST_WRITABLE_SECOND: u64 = 253_402_300_799 - MAX_UTC_OFFSET_S as u64;
-
 /// 2020-01-01T00:00:00Z, the default epoch.
 pub const DEFAULT_EPOCH_S: u64 = 1_577_836_800;
 pub const DEFAULT_SHARD_BITS: u8 = 12;
 pub const DEFAULT_SEQ_BITS: u8 = 19;
-
-/// One namespace, fixed at creation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NamespaceRecord {
-    /// Unix seconds of second zero.
-    pub epoch_s: u64,
-    /// The string form's time zone as a fixed offset east of UTC, in seconds.
-    pub utc_offset_s: i32,
-    pub shard_bits: u8,
-    pub seq_bits: u8,
-    pub description: String,
-    /// Proposer's wall clock at creation, carried in the command.
-    pub created_at_ms: u64,
-}
-
-impl NamespaceRecord {
-    pub fn time_bits(&self) -> u8 {
-        63u8.saturating_sub(self.shard_bits).saturating_sub(self.seq_bits)
-    }
-
-    /// Sequences per second: `2^seq_bits`.
-    pub fn seq_limit(&self) -> u64 {
-        1u64 << self.seq_bits
-    }
-
-    /// The last Unix second the time bits can carry.
-    pub fn last_second(&self) -> u64 {
-        self.epoch_s.saturating_add((1u64 << self.time_bits()) - 1)
-    }
-
-    pub fn validate(&self) -> Result<(), String> {
-        if self.shard_bits > 20 {
-            return Err(format!("shard_bits must be 0 to 20, got {}", self.shard_bits));
-        }
-        if !(1..=24).contains(&self.seq_bits) {
-            return Err(format!("seq_bits must be 1 to 24, got {}", self.seq_bits));
-        }
-        let time_bits = 63 - i32::from(self.shard_bits) - i32::from(self.seq_bits);
-        if !(31..=40).contains(&time_bits) {
-            return Err(format!("shard_bits + seq_bits leave {time_bits} time bits of 63; they must leave 31 to 40"));
-        }
-        if self.utc_offset_s.abs() > MAX_UTC_OFFSET_S || self.utc_offset_s % 60 != 0 {
-            return Err("the time zone must be a whole-minute offset of at most 18 hours".into());
-        }
-        if self.last_second() > LAST_WRITABLE_SECOND {
-            return Err("the epoch and time bits reach past year 9999".into());
-        }
-        tag::validate_description(&self.description)
-    }
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeseqRegistry {

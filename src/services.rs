@@ -1,0 +1,50 @@
+//! The ID services of one node over its `Cluster`, built in one place: `node::start` (`serve`)
+//! and the in-process suite (`tests/cluster/fixtures/cluster.rs`) both call [`IdServices::new`]
+//! and [`IdServices::maintain`], so the services the tests drive are wired as the ones that ship,
+//! time sequences included.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::cluster::Cluster;
+use crate::metrics::Metrics;
+use crate::segments::SegmentConfig;
+use crate::segments::Segments;
+use crate::snowflakes::SnowflakeConfig;
+use crate::snowflakes::Snowflakes;
+use crate::timeseq::Timeseq;
+
+/// Segments, snowflakes and time sequences, each fed by the same `Cluster`.
+#[derive(Clone)]
+pub struct IdServices {
+    pub metrics: Arc<Metrics>,
+    pub segments: Arc<Segments>,
+    pub snowflakes: Arc<Snowflakes>,
+    pub timeseq: Arc<Timeseq>,
+}
+
+impl IdServices {
+    pub fn new(
+        cluster: &Arc<Cluster>,
+        segments: SegmentConfig,
+        snowflake: SnowflakeConfig,
+        metrics: Arc<Metrics>,
+    ) -> IdServices {
+        let segments = Arc::new(Segments::new(cluster.clone(), segments, metrics.clone()));
+        let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake));
+        // Time sequences read snowflake's clock verdict: one peer clock check per node.
+        let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
+        IdServices { metrics, segments, snowflakes, timeseq }
+    }
+
+    /// Starts the upkeep of the snowflake worker (agree on the layout, acquire, extend) and of the
+    /// time sequences (prefetch, clock verdict) until `stop` turns true or its sender is dropped.
+    /// Answers the snowflake task, which gives the worker back on a stop; the time-sequence task
+    /// needs no waiting for.
+    pub fn maintain(&self, stop: watch::Receiver<bool>) -> JoinHandle<()> {
+        tokio::spawn(self.timeseq.clone().maintain(stop.clone()));
+        tokio::spawn(self.snowflakes.clone().maintain(stop))
+    }
+}

@@ -1,0 +1,152 @@
+//! The records the replicated state keeps and the commands carry: a tag's row, a tag's mode, the
+//! snowflake layout and a time-sequence namespace.
+//!
+//! They sit below the commands (`request`) and the registries that apply them (`state_machine`,
+//! `snowflake`, `timeseq`), which all name them: one module that depends on none of those keeps
+//! the state's modules free of import cycles. Their encodings are persisted (log entries,
+//! snapshots): fields are only ever appended.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::tag;
+
+/// One tag's row: the role of a `leaf_alloc` row in Leaf.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagRecord {
+    /// The first ID of the next claim.
+    pub max_id: u64,
+    /// The configured step: the smallest a claim normally asks for.
+    pub step: u64,
+    pub description: String,
+    /// Proposer's wall clock at creation, carried in the command.
+    pub created_at_ms: u64,
+    /// Proposer's wall clock at the last update, carried in the command.
+    pub updated_at_ms: u64,
+    /// Who serves the tag: every node from its own ranges, or only the leader, in real-time
+    /// order. Moves only from `Segment` to `Monotonic`.
+    pub mode: TagMode,
+}
+
+/// How a tag's IDs are served.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TagMode {
+    /// Every node serves from ranges it claimed (`ClaimSegment`): unique, increasing per node.
+    #[default]
+    Segment,
+    /// Only the leader serves, from ranges it claimed (`ClaimMonotonic`) in its own term and only
+    /// after confirming it still leads: IDs increase in real-time order across the cluster.
+    Monotonic,
+}
+
+impl TagMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TagMode::Segment => "segment",
+            TagMode::Monotonic => "monotonic",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<TagMode> {
+        match text {
+            "segment" => Some(TagMode::Segment),
+            "monotonic" => Some(TagMode::Monotonic),
+            _ => None,
+        }
+    }
+}
+
+/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnowflakeLayout {
+    /// Unix milliseconds of timestamp zero.
+    pub epoch_ms: u64,
+    pub time_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+}
+
+impl SnowflakeLayout {
+    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
+    pub const LEAF: SnowflakeLayout =
+        SnowflakeLayout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+
+    /// The shortest span the time bits must cover.
+    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
+
+    pub fn validate(&self) -> Result<(), String> {
+        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
+        if total != 63 {
+            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
+        }
+        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
+            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
+        }
+        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
+            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
+        }
+        Ok(())
+    }
+
+    pub fn n_workers(&self) -> u64 {
+        1u64 << self.worker_bits
+    }
+}
+
+/// The widest offset of a namespace's time zone (fixed offsets only: a zone with daylight saving
+/// repeats an hour of local time, and two string IDs of the repeated hour could be equal).
+pub const MAX_UTC_OFFSET_S: i32 = 18 * 3600;
+
+/// The last second the 14-digit `yyyyMMddHHmmss` can write in any allowed offset
+/// (9999-12-31T23:59:59Z minus 18 h).
+pub const LAST_WRITABLE_SECOND: u64 = 253_402_300_799 - MAX_UTC_OFFSET_S as u64;
+
+/// One namespace, fixed at creation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceRecord {
+    /// Unix seconds of second zero.
+    pub epoch_s: u64,
+    /// The string form's time zone as a fixed offset east of UTC, in seconds.
+    pub utc_offset_s: i32,
+    pub shard_bits: u8,
+    pub seq_bits: u8,
+    pub description: String,
+    /// Proposer's wall clock at creation, carried in the command.
+    pub created_at_ms: u64,
+}
+
+impl NamespaceRecord {
+    pub fn time_bits(&self) -> u8 {
+        63u8.saturating_sub(self.shard_bits).saturating_sub(self.seq_bits)
+    }
+
+    /// Sequences per second: `2^seq_bits`.
+    pub fn seq_limit(&self) -> u64 {
+        1u64 << self.seq_bits
+    }
+
+    /// The last Unix second the time bits can carry.
+    pub fn last_second(&self) -> u64 {
+        self.epoch_s.saturating_add((1u64 << self.time_bits()) - 1)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shard_bits > 20 {
+            return Err(format!("shard_bits must be 0 to 20, got {}", self.shard_bits));
+        }
+        if !(1..=24).contains(&self.seq_bits) {
+            return Err(format!("seq_bits must be 1 to 24, got {}", self.seq_bits));
+        }
+        let time_bits = 63 - i32::from(self.shard_bits) - i32::from(self.seq_bits);
+        if !(31..=40).contains(&time_bits) {
+            return Err(format!("shard_bits + seq_bits leave {time_bits} time bits of 63; they must leave 31 to 40"));
+        }
+        if self.utc_offset_s.abs() > MAX_UTC_OFFSET_S || self.utc_offset_s % 60 != 0 {
+            return Err("the time zone must be a whole-minute offset of at most 18 hours".into());
+        }
+        if self.last_second() > LAST_WRITABLE_SECOND {
+            return Err("the epoch and time bits reach past year 9999".into());
+        }
+        tag::validate_description(&self.description)
+    }
+}
