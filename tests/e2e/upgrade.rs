@@ -291,7 +291,10 @@ async fn the_new_binary_opens_a_data_directory_of_the_baseline() {
     assert!(ids.iter().all(|id| *id > GOLDEN_SERVED_MAX), "IDs above what the baseline served: {ids:?}");
     client.get_tag("golden-coupons").await.expect("the baseline's second tag");
     client.get_namespace("golden-ts").await.expect("the baseline's namespace");
-    let snowflakes = client.snowflake_ids(3).await.expect("snowflake IDs");
+    // Ready means segments and Raft; the worker lease commits after it (WORKER_UNAVAILABLE until then).
+    let snowflakes =
+        wait_until(TIMEOUT, "snowflake IDs", || async { client.snowflake_ids(3).await.map_err(|e| e.to_string()) })
+            .await;
     assert_eq!(snowflakes.len(), 3);
     // Without the hold, a one-member cluster's only member runs this release: the version moves.
     cluster.terminate(1, TIMEOUT).await;
