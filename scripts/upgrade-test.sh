@@ -58,7 +58,8 @@ if [ "${1:-}" = "--build-only" ]; then
   exit 0
 fi
 
-# `--features planted`: the gate-off test plants `feature-gate-off` (and `cargo test --workspace`
-# builds the service with that feature too, so nothing is rebuilt for it).
-echo "upgrade-test: cargo test --features planted --test e2e upgrade (baseline $version)"
-LEAFRAFT_BASELINE_BIN="$binary" cargo test --quiet --features planted --test e2e upgrade -- --nocapture --test-threads 1
+# `--workspace`: the same build as the README's `cargo test --workspace` (whose tools enable the
+# `planted` feature the gate-off test needs), so nothing is compiled again for this step; the
+# package alone would build its dependencies with another feature set.
+echo "upgrade-test: cargo test --workspace --test e2e upgrade (baseline $version)"
+LEAFRAFT_BASELINE_BIN="$binary" cargo test --quiet --workspace --test e2e upgrade -- --nocapture --test-threads 1
