@@ -164,13 +164,13 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         identity_refusals: [state.cluster.identity().refusals(), vec![("amnesiac", state.amnesia.refusals())]].concat(),
         foreign_clusters: state.cluster.identity().foreign_clusters(),
         timeseq: state.timeseq.event_counts(),
-        node: crate::metrics::NodeScrape {
-            ready: state.cluster.readiness().is_ok(),
-            tag_count: state.cluster.read(|machine| machine.tags.len() as u64),
-            tag_max_ids: state.cluster.read(|machine| {
+        node: {
+            // One read of the replica: the count and the tags nearest their end agree.
+            let (tag_count, tag_max_ids) = state.cluster.read(|machine| {
                 let tags = machine.tags.iter().map(|(tag, record)| (tag.as_str(), record.max_id));
-                crate::metrics::tags_closest_to_end(tags, state.metrics.tag_series())
-            }),
+                (machine.tags.len() as u64, crate::metrics::tags_closest_to_end(tags, state.metrics.tag_series()))
+            });
+            crate::metrics::NodeScrape { ready: state.cluster.readiness().is_ok(), tag_count, tag_max_ids }
         },
     };
     let text = state.metrics.render(&scrape);

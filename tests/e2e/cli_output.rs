@@ -13,18 +13,11 @@ use serde_json::Value;
 use crate::harness::assert_error;
 use crate::harness::free_port;
 use crate::harness::new_tag;
-use crate::harness::run_binary;
+use crate::harness::run_cli;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const CLI_TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn cli(server: &str, args: &[&str]) -> Output {
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--server", server]);
-    run_binary(&all, CLI_TIMEOUT).await
-}
 
 #[track_caller]
 fn stdout_of(out: &Output, what: &str) -> String {
@@ -49,29 +42,30 @@ async fn listings_are_tables_by_default_json_on_request_and_never_print_null() {
     })
     .await;
 
-    let table = stdout_of(&cli(&follower_url, &["tag", "list"]).await, "tag list");
+    let table = stdout_of(&run_cli(&follower_url, &["tag", "list"]).await, "tag list");
     let header = table.lines().next().unwrap_or_default();
     assert!(header.starts_with("TAG") && header.contains("MAX_ID") && header.contains("THIS NODE"), "{table}");
     let invoice = table.lines().find(|l| l.starts_with("invoice ")).unwrap_or_else(|| panic!("no invoice:\n{table}"));
     assert!(invoice.contains("segment") && invoice.contains("[1, 1001) at 4") && invoice.ends_with("bills"), "{table}");
     let ticket = table.lines().find(|l| l.starts_with("ticket ")).unwrap_or_else(|| panic!("no ticket:\n{table}"));
     assert!(ticket.contains("monotonic") && ticket.contains("served by the leader's sequencer"), "{table}");
-    let json: Value = serde_json::from_str(&stdout_of(&cli(&follower_url, &["tag", "list", "--json"]).await, "--json"))
-        .expect("tag list --json prints JSON");
+    let json: Value =
+        serde_json::from_str(&stdout_of(&run_cli(&follower_url, &["tag", "list", "--json"]).await, "--json"))
+            .expect("tag list --json prints JSON");
     assert_eq!(json["tags"].as_array().map(Vec::len), Some(2), "{json}");
 
     // The node's own snowflake state is said in words, never `null`.
-    let workers = stdout_of(&cli(&follower_url, &["worker", "list"]).await, "worker list");
+    let workers = stdout_of(&run_cli(&follower_url, &["worker", "list"]).await, "worker list");
     assert!(!workers.contains("null"), "{workers}");
     assert!(workers.lines().last().is_some_and(|l| l.starts_with("this node: worker ")), "{workers}");
-    let json = stdout_of(&cli(&follower_url, &["worker", "list", "--json"]).await, "worker list --json");
+    let json = stdout_of(&run_cli(&follower_url, &["worker", "list", "--json"]).await, "worker list --json");
     assert!(serde_json::from_str::<Value>(&json).is_ok_and(|v| v["workers"].is_array()), "{json}");
 
-    let status = stdout_of(&cli(&follower_url, &["cluster", "status"]).await, "status on a follower");
+    let status = stdout_of(&run_cli(&follower_url, &["cluster", "status"]).await, "status on a follower");
     let ask =
         format!("only the leader knows them; ask it: leafraft cluster status --server http://{}", cluster.addr(leader));
     assert!(status.contains(&ask) && !status.contains("MATCHED"), "{status}");
-    let status = stdout_of(&cli(&leader_url, &["cluster", "status"]).await, "status on the leader");
+    let status = stdout_of(&run_cli(&leader_url, &["cluster", "status"]).await, "status on the leader");
     assert!(status.contains("MATCHED") && !status.contains("only the leader"), "{status}");
 
     // The status page of either node: the monotonic tag is the leader's, not "no buffers".
@@ -88,7 +82,7 @@ async fn listings_are_tables_by_default_json_on_request_and_never_print_null() {
 async fn with_no_node_running_the_cli_prints_one_line_that_says_what_to_do() {
     let server = format!("http://127.0.0.1:{}", free_port());
     for args in [&["tag", "list"][..], &["cluster", "status"], &["id", "snowflake"]] {
-        let out = cli(&server, args).await;
+        let out = run_cli(&server, args).await;
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
         assert_eq!(

@@ -677,6 +677,24 @@ pub async fn run_binary(args: &[&str], timeout: Duration) -> Output {
     }
 }
 
+/// Runs a client subcommand of the binary against the node at `server` (a URL), as a user would.
+pub async fn run_cli(server: &str, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--server", server]);
+    run_binary(&all, Duration::from_secs(30)).await
+}
+
+/// A `wait_status` check: the voters are exactly `expected` and there is no learner.
+pub fn voters_are(expected: &'static [u64]) -> impl Fn(&ClusterStatus) -> Result<(), String> {
+    move |s: &ClusterStatus| {
+        if s.voters == expected && s.learners.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("voters {:?}, learners {:?}", s.voters, s.learners))
+        }
+    }
+}
+
 /// The `error.code` of an API error body.
 pub fn error_code(body: &Value) -> &str {
     body.pointer("/error/code").and_then(Value::as_str).unwrap_or("<no error code>")

@@ -12,6 +12,7 @@ use crate::harness::assert_error;
 use crate::harness::free_port;
 use crate::harness::new_tag;
 use crate::harness::run_binary;
+use crate::harness::voters_are;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -31,16 +32,6 @@ fn assert_success(output: &Output, what: &str) {
         text(&output.stdout),
         text(&output.stderr)
     );
-}
-
-fn voters_are(expected: &'static [u64]) -> impl Fn(&ClusterStatus) -> Result<(), String> {
-    move |s: &ClusterStatus| {
-        if s.voters == expected && s.learners.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("voters {:?}, learners {:?}", s.voters, s.learners))
-        }
-    }
 }
 
 /// A fourth node started empty with `--join <member>` is added as a learner, promoted to voter

@@ -12,10 +12,9 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::time::Duration;
 
-use leafraft_client::ClusterStatus;
-
 use crate::harness::new_tag;
 use crate::harness::run_binary;
+use crate::harness::voters_are;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
@@ -115,16 +114,6 @@ impl StatefulSet {
         let id = node.to_string();
         let output = run_binary(&["cluster", "remove", "--node-id", &id, "--server", &server], TIMEOUT).await;
         assert_success(&output, "cluster remove");
-    }
-}
-
-fn voters_are(expected: &'static [u64]) -> impl Fn(&ClusterStatus) -> Result<(), String> {
-    move |s: &ClusterStatus| {
-        if s.voters == expected && s.learners.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("voters {:?}, learners {:?}", s.voters, s.learners))
-        }
     }
 }
 

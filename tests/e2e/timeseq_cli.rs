@@ -8,18 +8,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::run_binary;
+use crate::harness::run_cli;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const CLI_TIMEOUT: Duration = Duration::from_secs(30);
-
-async fn cli(server: &str, args: &[&str]) -> Output {
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--server", server]);
-    run_binary(&all, CLI_TIMEOUT).await
-}
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -47,19 +40,19 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
     let server = cluster.url(1);
 
     let out =
-        cli(&server, &["timeseq", "create", "orders", "--time-zone", "+08:00", "--description", "order IDs"]).await;
+        run_cli(&server, &["timeseq", "create", "orders", "--time-zone", "+08:00", "--description", "order IDs"]).await;
     assert!(out.status.success(), "timeseq create: {out:?}");
     let created: Value = serde_json::from_slice(&out.stdout).expect("create prints JSON");
     assert_eq!((created["time_bits"].as_u64(), created["time_zone"].as_str()), (Some(32), Some("+08:00")));
-    assert_exit(&cli(&server, &["timeseq", "create", "orders"]).await, 1, "NAMESPACE_EXISTS", "a second create");
-    let bad = cli(&server, &["timeseq", "create", "wide", "--shard-bits", "30", "--seq-bits", "19"]).await;
+    assert_exit(&run_cli(&server, &["timeseq", "create", "orders"]).await, 1, "NAMESPACE_EXISTS", "a second create");
+    let bad = run_cli(&server, &["timeseq", "create", "wide", "--shard-bits", "30", "--seq-bits", "19"]).await;
     assert_exit(&bad, 1, "INVALID_ARGUMENT", "widths over 63 bits");
-    assert_exit(&cli(&server, &["timeseq", "create"]).await, 2, "NAME", "create without a name");
+    assert_exit(&run_cli(&server, &["timeseq", "create"]).await, 2, "NAME", "create without a name");
 
     // The first IDs wait for the node's first peer clock check; poll, do not sleep.
     let mut seen = BTreeSet::new();
     let first = wait_until(TIMEOUT, "`id timeseq` to succeed", || async {
-        let out = cli(&server, &["id", "timeseq", "orders", "--shard", "7", "-n", "5"]).await;
+        let out = run_cli(&server, &["id", "timeseq", "orders", "--shard", "7", "-n", "5"]).await;
         if out.status.success() {
             Ok(stdout(&out))
         } else {
@@ -68,7 +61,7 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
     })
     .await;
     let mut longs: Vec<u64> = first.lines().map(|l| l.parse().unwrap_or_else(|_| panic!("not an ID: {l:?}"))).collect();
-    let out = cli(&server, &["id", "timeseq", "orders", "--shard", "4095", "--count", "1000"]).await;
+    let out = run_cli(&server, &["id", "timeseq", "orders", "--shard", "4095", "--count", "1000"]).await;
     assert!(out.status.success(), "id timeseq -n 1000: {out:?}");
     longs.extend(stdout(&out).lines().map(|l| l.parse::<u64>().expect("a decimal ID")));
     assert_eq!(longs.len(), 1005);
@@ -79,13 +72,13 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
     }
 
     let out =
-        cli(&server, &["id", "timeseq", "orders", "--shard", "9", "-n", "3", "--string", "--prefix", "ORD"]).await;
+        run_cli(&server, &["id", "timeseq", "orders", "--shard", "9", "-n", "3", "--string", "--prefix", "ORD"]).await;
     assert!(out.status.success(), "id timeseq --string: {out:?}");
     let strings: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
     assert_eq!(strings.len(), 3, "{strings:?}");
     for id in &strings {
         assert!(id.starts_with("ORD") && id.ends_with("0009") && id.len() == 3 + 14 + 6 + 4, "{id}");
-        let out = cli(&server, &["decode", id, "--namespace", "orders"]).await;
+        let out = run_cli(&server, &["decode", id, "--namespace", "orders"]).await;
         assert!(out.status.success(), "decode {id}: {out:?}");
         let decoded: Value = serde_json::from_slice(&out.stdout).expect("decode prints JSON");
         assert_eq!(decoded["shard"], 9, "{decoded}");
@@ -93,7 +86,7 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
         assert!(seen.insert(key), "{id} repeats an ID already served");
     }
     let long = longs[0].to_string();
-    let out = cli(&server, &["decode", &long, "--namespace", "orders"]).await;
+    let out = run_cli(&server, &["decode", &long, "--namespace", "orders"]).await;
     assert!(out.status.success(), "decode {long}: {out:?}");
     let decoded: Value = serde_json::from_slice(&out.stdout).expect("decode prints JSON");
     let (second, shard, sequence) = parts(longs[0]);
@@ -102,31 +95,31 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
         (Some(second), Some(shard), Some(sequence)),
         "{decoded}"
     );
-    assert_exit(&cli(&server, &["decode", &strings[0]]).await, 2, "--namespace", "a string ID without --namespace");
-    assert_exit(&cli(&server, &["decode", "12x", "--namespace", "orders"]).await, 1, "INVALID_ARGUMENT", "garbage");
+    assert_exit(&run_cli(&server, &["decode", &strings[0]]).await, 2, "--namespace", "a string ID without --namespace");
+    assert_exit(&run_cli(&server, &["decode", "12x", "--namespace", "orders"]).await, 1, "INVALID_ARGUMENT", "garbage");
 
     // Usage errors are refused before anything is sent.
-    assert_exit(&cli(&server, &["id", "timeseq", "orders"]).await, 2, "--shard", "no shard");
+    assert_exit(&run_cli(&server, &["id", "timeseq", "orders"]).await, 2, "--shard", "no shard");
     assert_exit(
-        &cli(&server, &["id", "timeseq", "orders", "--shard", "1", "--prefix", "X"]).await,
+        &run_cli(&server, &["id", "timeseq", "orders", "--shard", "1", "--prefix", "X"]).await,
         2,
         "--string",
         "a prefix without --string",
     );
     assert_exit(
-        &cli(&server, &["id", "timeseq", "orders", "--shard", "4096"]).await,
+        &run_cli(&server, &["id", "timeseq", "orders", "--shard", "4096"]).await,
         1,
         "INVALID_ARGUMENT",
         "shard 4096",
     );
     assert_exit(
-        &cli(&server, &["id", "timeseq", "nope", "--shard", "1"]).await,
+        &run_cli(&server, &["id", "timeseq", "nope", "--shard", "1"]).await,
         1,
         "NAMESPACE_NOT_FOUND",
         "unknown namespace",
     );
 
-    let out = cli(&server, &["timeseq", "list"]).await;
+    let out = run_cli(&server, &["timeseq", "list"]).await;
     assert!(out.status.success(), "timeseq list: {out:?}");
     let table = stdout(&out);
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
@@ -136,20 +129,20 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
     assert_eq!(&row[..4], ["orders", "2020-01-01T00:00:00.000Z", "+08:00", "32/12/19"], "{table}");
     let issued: u64 = row[row.len() - 2].parse().expect("IDs issued");
     assert_eq!(issued, 1008, "{table}");
-    let out = cli(&server, &["timeseq", "list", "--json"]).await;
+    let out = run_cli(&server, &["timeseq", "list", "--json"]).await;
     let listed: Value = serde_json::from_slice(&out.stdout).expect("list --json prints JSON");
     assert_eq!(listed["namespaces"][0]["namespace"], "orders", "{listed}");
-    let out = cli(&server, &["timeseq", "get", "orders"]).await;
+    let out = run_cli(&server, &["timeseq", "get", "orders"]).await;
     assert!(out.status.success(), "timeseq get: {out:?}");
     let details = stdout(&out);
     for needle in ["+08:00", "32/12/19", "order IDs", "524288", "1008"] {
         assert!(details.contains(needle), "{needle} missing from:\n{details}");
     }
-    let out = cli(&server, &["timeseq", "get", "orders", "--json"]).await;
+    let out = run_cli(&server, &["timeseq", "get", "orders", "--json"]).await;
     let got: Value = serde_json::from_slice(&out.stdout).expect("get --json prints JSON");
     assert_eq!(got["ranges"]["ids_issued"], 1008, "{got}");
     assert_exit(
-        &cli(&server, &["timeseq", "get", "nope"]).await,
+        &run_cli(&server, &["timeseq", "get", "nope"]).await,
         1,
         "NAMESPACE_NOT_FOUND",
         "get of an unknown namespace",

@@ -1,7 +1,7 @@
-//! The replicated state stays pure (issue 27, acceptance 3): its normal dependency graph holds no
-//! HTTP stack or database (what `cargo tree -e normal -p leafraft-state` shows, read here from
-//! `cargo metadata` so a transitive dependency is caught too), and its code declares no `async`
-//! function or block and awaits nothing.
+//! What the workspace's small crates may link, read from `cargo metadata` so a dependency that
+//! comes in transitively is caught too (what `cargo tree -e normal -p CRATE` shows): the client
+//! stays free of the server's dependencies, and the pure replicated state of any HTTP stack,
+//! database or async code (issue 27, acceptance 3).
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -10,12 +10,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const FORBIDDEN: [&str; 8] = ["axum", "hyper", "reqwest", "sled", "tower", "raft", "storage", "leafraft"];
-
-/// The names of every package `leafraft-state` links through normal (not dev or build) edges.
-fn normal_dependency_closure() -> BTreeSet<String> {
+/// The names of every package `package` links through normal (not dev or build) edges.
+fn normal_dependency_closure(package: &str) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    // This machine's platform only: other platforms' crates need not be downloaded.
     let rustc = Command::new("rustc").arg("-vV").output().expect("rustc -vV runs");
     let rustc = String::from_utf8_lossy(&rustc.stdout).to_string();
     let host = rustc.lines().find_map(|line| line.strip_prefix("host: ")).expect("rustc names its host");
@@ -32,6 +31,7 @@ fn normal_dependency_closure() -> BTreeSet<String> {
         .iter()
         .map(|p| (p["id"].as_str().expect("id"), p["name"].as_str().expect("name")))
         .collect();
+    // Each package's normal dependencies (dev- and build-only edges left out).
     let mut normal: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for node in metadata["resolve"]["nodes"].as_array().expect("resolve nodes") {
         let deps = node["deps"]
@@ -41,7 +41,7 @@ fn normal_dependency_closure() -> BTreeSet<String> {
             .filter(|dep| dep["dep_kinds"].as_array().into_iter().flatten().any(|kind| kind["kind"].is_null()));
         normal.insert(node["id"].as_str().expect("id"), deps.map(|dep| dep["pkg"].as_str().expect("pkg")).collect());
     }
-    let root = names.iter().find(|(_, name)| **name == "leafraft-state").map(|(id, _)| *id).expect("leafraft-state");
+    let root = names.iter().find(|(_, name)| **name == package).map(|(id, _)| *id).expect("the package is a member");
     let mut seen = BTreeSet::new();
     let mut todo = vec![root];
     while let Some(id) = todo.pop() {
@@ -52,32 +52,31 @@ fn normal_dependency_closure() -> BTreeSet<String> {
     seen.iter().filter_map(|id| names.get(id).map(|name| name.to_string())).collect()
 }
 
-#[test]
-fn the_state_links_no_http_stack_and_no_database() {
-    let linked = normal_dependency_closure();
-    assert!(
-        linked.contains("openraft") && linked.contains("bincode"),
-        "the walk found the state's dependencies: {linked:?}"
-    );
-    let forbidden: Vec<&str> = FORBIDDEN.into_iter().filter(|name| linked.contains(*name)).collect();
-    assert!(forbidden.is_empty(), "leafraft-state links {forbidden:?}: the state must stay pure");
+/// Fails naming what of `forbidden` `package` links; `expected` proves the walk found its graph.
+fn assert_links_none_of(package: &str, expected: &[&str], forbidden: &[&str]) {
+    let linked = normal_dependency_closure(package);
+    assert!(expected.iter().all(|name| linked.contains(*name)), "the walk found {package}'s dependencies: {linked:?}");
+    let found: Vec<&str> = forbidden.iter().copied().filter(|name| linked.contains(*name)).collect();
+    assert!(found.is_empty(), "{package} links {found:?}");
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read a source directory").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            out.push(path);
-        }
-    }
+#[test]
+fn the_client_links_none_of_the_servers_dependencies() {
+    // axum is a dev-dependency only: the stand-in server of the client's tests, bench and example.
+    let forbidden = ["openraft", "sled", "axum", "leafraft", "leafraft-state", "raft", "storage"];
+    assert_links_none_of("leafraft-client", &["leafraft-ids", "reqwest"], &forbidden);
+}
+
+#[test]
+fn the_state_links_no_http_stack_and_no_database() {
+    let forbidden = ["axum", "hyper", "reqwest", "sled", "tower", "raft", "storage", "leafraft"];
+    assert_links_none_of("leafraft-state", &["openraft", "bincode"], &forbidden);
 }
 
 #[test]
 fn the_state_code_has_no_async() {
     let mut files = Vec::new();
-    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    super::rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("state/src"), &mut files);
     assert!(files.len() > 5, "found only {files:?}");
     let mut found = Vec::new();
     for path in files {
