@@ -49,7 +49,18 @@ impl LogStore {
     /// newer binary is refused at open rather than at the first read. `local_node`: see
     /// `StoreOptions::local_node`.
     pub(crate) fn open(engine: Arc<Engine>, local_node: Option<u64>) -> Result<LogStore, (&'static str, Error)> {
-        let vote = get_meta::<typ::Vote>(&engine, keys::VOTE).map_err(|e| ("vote", e))?;
+        let mut vote = get_meta::<typ::Vote>(&engine, keys::VOTE).map_err(|e| ("vote", e))?;
+        if let Some(resigned) = vote.and_then(|vote| resign_own_leadership(vote, local_node)) {
+            // Synced below with the rest of what the store found.
+            let mut batch = Batch::default();
+            batch.put(keys::VOTE, codec::encode(&resigned).map_err(|e| ("vote", e.into()))?);
+            engine.write(Keyspace::Meta, batch).map_err(|e| ("vote", e.into()))?;
+            info!(
+                term = resigned.leader_id.term,
+                "this node led before it stopped: it starts as a follower and stands for election"
+            );
+            vote = Some(resigned);
+        }
         let store = LogStore {
             engine,
             durability: Arc::new(LocalDurability::new(local_node)),
@@ -135,6 +146,25 @@ impl LogStore {
         self.engine.write(Keyspace::Log, batch)?;
         Ok(())
     }
+}
+
+/// The vote a restarted node must start with instead of `vote`, if `vote` is its own as an
+/// elected leader (`None`: keep `vote`).
+///
+/// openraft 0.9 restores such a node as leader at once, in the same term, with no election
+/// (`Engine::startup`). After a crash that is unsafe twice over: its log may have lost entries its
+/// followers hold (a leader counts its own entries before they are synced), and it would write
+/// other entries under those same log ids, which the followers skip as already present, so the
+/// state machines part; and it reads with its saved committed index, which may lag what it had
+/// committed, so a consistent read goes back in time (both in `tests/cluster/t23_power_cut.rs`).
+///
+/// The same vote, not committed, makes it start as a follower: a leader then has to win an
+/// election in a new term, append a blank entry reads wait for, and its log ids are new. The
+/// lowered vote grants nothing a committed one refuses, except this node's own leadership of
+/// that term, which no one but this node can ask for.
+fn resign_own_leadership(vote: typ::Vote, local_node: Option<u64>) -> Option<typ::Vote> {
+    let own = local_node == Some(vote.leader_id.node_id);
+    (own && vote.is_committed()).then(|| typ::Vote::new(vote.leader_id.term, vote.leader_id.node_id))
 }
 
 fn get_meta<T: DeserializeOwned>(engine: &Engine, key: &[u8]) -> Result<Option<T>, Error> {

@@ -4,7 +4,7 @@
 //! through the wire codec and applies composable filters (block, drop, delay; by sender,
 //! receiver, kind or any predicate).
 //!
-//! Files are numbered as in openraft's suite: `t10` basics, `t20` life cycle (restarts, idle buffers dropped), `t30`
+//! Files are numbered as in openraft's suite: `t10` basics, `t20` life cycle (restarts, power cuts, idle buffers dropped), `t30`
 //! membership, `t40` snapshots, `t50` environment faults (partitions, lossy links, one-way cuts), `t60` monotonic tags, `t70` time
 //! sequences.
 //! Every test feeds each segment it is handed, and every ID the nodes' services serve, into one
@@ -20,6 +20,7 @@ mod t10_election;
 mod t20_restart;
 mod t21_amnesia;
 mod t22_idle_buffers;
+mod t23_power_cut;
 mod t30_membership;
 mod t40_snapshot;
 mod t50_partition;

@@ -239,3 +239,35 @@ async fn a_sync_from_before_a_truncation_does_not_cover_what_replaced_it() {
     durability.synced(stale);
     assert_eq!(durability.durable().end, 3, "a stale sync raised durability past a truncation");
 }
+
+/// A node that led when it stopped starts with its vote no longer committed, durably; any other
+/// vote, and any vote of a store not opened as a member, comes back as it was saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopened_leader_starts_with_its_vote_not_committed() {
+    let committed = |term, node| {
+        let mut vote = typ::Vote::new(term, node);
+        vote.commit();
+        vote
+    };
+    for (saved, local_node, expected) in [
+        (committed(3, 1), Some(1), typ::Vote::new(3, 1)),
+        (committed(3, 2), Some(1), committed(3, 2)),
+        (typ::Vote::new(3, 1), Some(1), typ::Vote::new(3, 1)),
+        (committed(3, 1), None, committed(3, 1)),
+    ] {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let options = crate::StoreOptions { local_node, ..options(true) };
+        let store = crate::open(dir.path(), &options).expect("open");
+        store.log.clone().save_vote(&saved).await.expect("vote");
+        drop(store);
+
+        let store = crate::open(dir.path(), &options).expect("reopen");
+        let vote = store.log.clone().read_vote().await.expect("read vote");
+        assert_eq!(vote, Some(expected), "saved {saved} as node {local_node:?}");
+        drop(store);
+        // What the first reopen wrote is durable, not just in sled's cache: it survives a reopen
+        // that changes nothing.
+        let store = crate::open(dir.path(), &options).expect("reopen again");
+        assert_eq!(store.log.clone().read_vote().await.expect("read vote"), Some(expected));
+    }
+}
