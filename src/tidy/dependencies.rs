@@ -1,7 +1,7 @@
 //! What the workspace's small crates may link, read from `cargo metadata` so a dependency that
 //! comes in transitively is caught too (what `cargo tree -e normal -p CRATE` shows): the client
-//! stays free of the server's dependencies, and the pure replicated state of any HTTP stack,
-//! database or async code (issue 27, acceptance 3).
+//! stays free of the server's dependencies, the pure replicated state of any HTTP stack,
+//! database or async code (issue 27, acceptance 3), and the history checkers of everything.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -90,4 +90,30 @@ fn the_state_code_has_no_async() {
         }
     }
     assert!(found.is_empty(), "async code in the state crate:\n{}", found.join("\n"));
+}
+
+/// The history checkers the tests and the chaos runner share (`history/`) trust nothing but the
+/// records they are given: they link no crate at all, and their code (tests aside) does no I/O
+/// and reads no clock.
+#[test]
+fn the_history_checkers_link_nothing_and_read_no_clock() {
+    let linked = normal_dependency_closure("leafraft-history");
+    assert_eq!(linked, BTreeSet::from(["leafraft-history".to_string()]), "leafraft-history links more than itself");
+    let mut files = Vec::new();
+    super::rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("history/src"), &mut files);
+    assert!(files.len() >= 3, "found only {files:?}");
+    let forbidden =
+        ["std::fs", "std::io", "std::net", "std::process", "std::env", "std::thread", "Instant", "SystemTime"];
+    let mut found = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or_default();
+        for (number, line) in code.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            for needle in forbidden.iter().filter(|needle| code.contains(**needle)) {
+                found.push(format!("{}:{}: {needle}: {}", path.display(), number + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "I/O or a clock in the history checkers:\n{}", found.join("\n"));
 }

@@ -515,7 +515,7 @@ pub fn display(path: &ModPath) -> String {
 /// benches, examples) under `root`.
 pub fn workspace_crate_roots(root: &Path) -> Vec<PathBuf> {
     let mut roots = Vec::new();
-    for package in ["", "state", "raft", "storage", "ids", "client", "tools"] {
+    for package in ["", "state", "raft", "storage", "ids", "client", "tools", "history"] {
         let dir = root.join(package);
         for file in ["src/lib.rs", "src/main.rs"] {
             roots.push(dir.join(file));

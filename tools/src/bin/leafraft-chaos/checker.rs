@@ -23,6 +23,9 @@
 //!   ([`timeseq`]): unique per namespace, carrying the shard asked for and a second within the
 //!   clock faults' reach of the request's real time, and per node incarnation never a second
 //!   earlier than one it served before.
+//!
+//! The real-time order and the no-ID-twice sweeps are `leafraft-history`'s, which the tests share;
+//! this module says what they run on and words what they find.
 
 mod timeseq;
 
@@ -30,6 +33,10 @@ use std::collections::BTreeMap;
 use std::collections::HashMap;
 
 use leafraft::engine::snowflake::Layout;
+use leafraft_history::duplicates;
+use leafraft_history::overlapping_ranges;
+use leafraft_history::real_time_order;
+use leafraft_history::Handed;
 
 use crate::history::History;
 use crate::history::Incarnation;
@@ -111,39 +118,29 @@ pub(crate) fn secs(us: u64) -> f64 {
 
 fn unique_segment_ids(history: &History) -> Check {
     let mut check = Check::new("unique-segment-ids");
-    let mut by_tag: HashMap<&str, Vec<(u64, u64, usize)>> = HashMap::new();
+    let mut by_tag: HashMap<&str, Vec<Handed>> = HashMap::new();
     for (index, op) in history.ops.iter().enumerate() {
         if let Outcome::Segment { tag, ranges } = &op.outcome {
             let all = by_tag.entry(tag).or_default();
             for &(start, end) in ranges {
                 check.checked += end.saturating_sub(start);
-                all.push((start, end, index));
+                all.push(Handed { start, end, op: index });
             }
         }
     }
     for (tag, mut ranges) in by_tag {
-        ranges.sort_unstable();
-        // The range reaching furthest so far: any later start below its end overlaps it.
-        let mut furthest: Option<(u64, u64, usize)> = None;
-        for (start, end, index) in ranges {
-            if let Some((f_start, f_end, f_index)) = furthest {
-                if start < f_end {
-                    let overlap = (start, end.min(f_end));
-                    check.violation(|| {
-                        format!(
-                            "tag {tag}: IDs {}..{} handed out twice: [{f_start}, {f_end}) by {} and [{start}, {end}) by {}",
-                            overlap.0,
-                            overlap.1,
-                            where_(&history.ops[f_index]),
-                            where_(&history.ops[index])
-                        )
-                    });
-                }
-            }
-            if furthest.is_none_or(|(_, f_end, _)| end > f_end) {
-                furthest = Some((start, end, index));
-            }
-        }
+        overlapping_ranges(&mut ranges, |earlier, later| {
+            let (f_start, f_end, start, end) = (earlier.start, earlier.end, later.start, later.end);
+            check.violation(|| {
+                format!(
+                    "tag {tag}: IDs {}..{} handed out twice: [{f_start}, {f_end}) by {} and [{start}, {end}) by {}",
+                    start,
+                    end.min(f_end),
+                    where_(&history.ops[earlier.op]),
+                    where_(&history.ops[later.op])
+                )
+            });
+        });
     }
     check
 }
@@ -157,54 +154,21 @@ fn unique_snowflake_ids(history: &History) -> Check {
         }
     }
     check.checked = all.len() as u64;
-    all.sort_unstable();
-    for pair in all.windows(2) {
-        if pair[0].0 == pair[1].0 {
-            check.violation(|| {
-                format!(
-                    "snowflake ID {} handed out twice: by {} and by {}",
-                    pair[0].0,
-                    where_(&history.ops[pair[0].1]),
-                    where_(&history.ops[pair[1].1])
-                )
-            });
-        }
-    }
+    duplicates(&mut all, |id, first, second| {
+        check.violation(|| {
+            format!(
+                "snowflake ID {id} handed out twice: by {} and by {}",
+                where_(&history.ops[first]),
+                where_(&history.ops[second])
+            )
+        });
+    });
     check
 }
 
-/// A request's IDs within one sequence: its real-time interval and smallest and largest ID.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Span {
-    pub start_us: u64,
-    pub end_us: u64,
-    pub min: u64,
-    pub max: u64,
-    pub op: usize,
-}
-
-/// Every pair where `a` was answered before `b` was sent and yet `b` got an ID not above `a`'s
-/// largest: O(n log n), by sweeping `b` in send order over the answers completed before it.
-pub(crate) fn real_time_order(spans: &mut [Span], mut report: impl FnMut(&Span, &Span)) {
-    let mut by_end: Vec<Span> = spans.to_vec();
-    by_end.sort_unstable_by_key(|span| span.end_us);
-    spans.sort_unstable_by_key(|span| span.start_us);
-    let mut done = 0;
-    let mut highest: Option<Span> = None;
-    for b in spans.iter() {
-        while done < by_end.len() && by_end[done].end_us < b.start_us {
-            if highest.is_none_or(|h| by_end[done].max > h.max) {
-                highest = Some(by_end[done]);
-            }
-            done += 1;
-        }
-        if let Some(a) = highest {
-            if a.max >= b.min {
-                report(&a, b);
-            }
-        }
-    }
-}
+/// A request's IDs within one sequence: its real-time interval (microseconds since the run
+/// began) and smallest and largest ID.
+pub(crate) type Span = leafraft_history::Span<u64>;
 
 fn segment_order(history: &History) -> Check {
     let mut check = Check::new("segment-order");
@@ -221,8 +185,7 @@ fn segment_order(history: &History) -> Check {
         let (Some(first), Some(last), Some(incarnation)) = (ranges.first(), ranges.last(), op.incarnation) else {
             continue;
         };
-        let span =
-            Span { start_us: op.start_us, end_us: op.end_us, min: first.0, max: last.1.saturating_sub(1), op: index };
+        let span = Span { start: op.start_us, end: op.end_us, min: first.0, max: last.1.saturating_sub(1), op: index };
         groups.entry((tag.as_str(), incarnation)).or_default().push(span);
     }
     for ((tag, _), mut spans) in groups {
@@ -251,13 +214,9 @@ fn monotonic_real_time(history: &History) -> Check {
         if tag != crate::workload::MONOTONIC_TAG {
             continue;
         }
-        let (Some(min), Some(max)) =
-            (ranges.iter().map(|r| r.0).min(), ranges.iter().map(|r| r.1.saturating_sub(1)).max())
-        else {
-            continue;
-        };
+        let Some(span) = Span::of_ranges(index, op.start_us, op.end_us, ranges) else { continue };
         check.checked += 1;
-        spans.push(Span { start_us: op.start_us, end_us: op.end_us, min, max, op: index });
+        spans.push(span);
     }
     real_time_order(&mut spans, |a, b| {
         check.violation(|| {
@@ -282,7 +241,7 @@ fn snowflake_spans(history: &History, layout: &Layout) -> BTreeMap<u64, Vec<(Spa
         for &id in ids {
             let parts = layout.decompose(id);
             let entry = per_worker.entry(parts.worker).or_insert((
-                Span { start_us: op.start_us, end_us: op.end_us, min: id, max: id, op: index },
+                Span { start: op.start_us, end: op.end_us, min: id, max: id, op: index },
                 parts.timestamp_ms,
                 parts.timestamp_ms,
             ));
@@ -755,5 +714,36 @@ mod tests {
         failed.outcome = Outcome::Failed("SEGMENTS_NOT_READY".into());
         let history = History { ops: vec![unknown, failed], ..History::default() };
         assert_eq!(failing(&history), Vec::<&str>::new());
+    }
+
+    /// The violation lines CI and the docs read keep their words (the sweeps are shared with the
+    /// tests through `leafraft-history`; the wording is the checker's own).
+    #[test]
+    fn violation_lines_keep_their_words() {
+        let history =
+            History { ops: vec![segment(1, 0, &[(1, 11)]), segment(2, 50, &[(10, 12)])], ..History::default() };
+        assert_eq!(
+            unique_segment_ids(&history).examples,
+            ["tag t: IDs 10..11 handed out twice: [1, 11) by /v1/segment on node 1#1 at 0.000s..0.000s and \
+              [10, 12) by /v1/segment on node 2#1 at 0.000s..0.000s"]
+        );
+        let history = History {
+            ops: vec![snowflake(None, 0, &[(10, 1, 0)]), snowflake(None, 2_000, &[(10, 1, 0)])],
+            ..History::default()
+        };
+        assert_eq!(
+            unique_snowflake_ids(&history).examples,
+            ["snowflake ID 41947136 handed out twice: by /v1/snowflake on node 0 at 0.000s..0.000s and by \
+              /v1/snowflake on node 0 at 0.002s..0.002s"]
+        );
+        let late = History {
+            ops: vec![monotonic(2, 0, 10, &[(50, 51)]), monotonic(1, 20, 30, &[(40, 41)])],
+            ..Default::default()
+        };
+        assert_eq!(
+            monotonic_real_time(&late).examples,
+            ["/v1/segment on node 2#1 at 0.000s..0.000s answered up to 50 before /v1/segment on node 1#1 at \
+              0.000s..0.000s was sent, which got 40"]
+        );
     }
 }

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use leafraft::engine::timeseq::Layout;
 use leafraft::engine::timeseq::Parts;
+use leafraft_history::duplicates;
+use leafraft_history::real_time_order;
 
-use super::real_time_order;
 use super::secs;
 use super::where_;
 use super::Check;
@@ -37,22 +38,17 @@ fn ids(history: &History) -> Vec<(&str, usize, u64, Option<Parts>)> {
 /// No (namespace, ID) was acknowledged twice, whatever node, endpoint or incarnation.
 pub fn unique_ids(history: &History) -> Check {
     let mut check = Check::new("unique-timeseq-ids");
-    let mut all: Vec<(&str, u64, usize)> = ids(history).into_iter().map(|(ns, op, id, _)| (ns, id, op)).collect();
+    let mut all: Vec<((&str, u64), usize)> = ids(history).into_iter().map(|(ns, op, id, _)| ((ns, id), op)).collect();
     check.checked = all.len() as u64;
-    all.sort_unstable();
-    for pair in all.windows(2) {
-        if (pair[0].0, pair[0].1) == (pair[1].0, pair[1].1) {
-            check.violation(|| {
-                format!(
-                    "namespace {}: ID {} handed out twice: by {} and by {}",
-                    pair[0].0,
-                    pair[0].1,
-                    where_(&history.ops[pair[0].2]),
-                    where_(&history.ops[pair[1].2])
-                )
-            });
-        }
-    }
+    duplicates(&mut all, |(namespace, id), first, second| {
+        check.violation(|| {
+            format!(
+                "namespace {namespace}: ID {id} handed out twice: by {} and by {}",
+                where_(&history.ops[first]),
+                where_(&history.ops[second])
+            )
+        });
+    });
     check
 }
 
@@ -122,7 +118,7 @@ pub fn order(history: &History) -> Check {
         };
         check.checked += 1;
         // `real_time_order` reports `a.max >= b.min`: an equal second is fine, so `min` is one up.
-        let span = Span { start_us: op.start_us, end_us: op.end_us, min: min + 1, max, op: index };
+        let span = Span { start: op.start_us, end: op.end_us, min: min + 1, max, op: index };
         groups.entry((namespace.as_str(), incarnation)).or_default().push(span);
     }
     for ((namespace, _), mut spans) in groups {
@@ -133,7 +129,7 @@ pub fn order(history: &History) -> Check {
                     where_(&history.ops[a.op]),
                     a.max,
                     where_(&history.ops[b.op]),
-                    secs(b.start_us),
+                    secs(b.start),
                     b.min - 1
                 )
             })
@@ -211,5 +207,19 @@ mod tests {
         let mut restarted = take(10, 1, &[(1, 1, 9)]);
         restarted.incarnation = Some(Incarnation { node: 1, start: 2 });
         assert!(order(&history(vec![take(0, 1, &[(2, 1, 5)]), restarted])).passed(), "another incarnation");
+    }
+
+    /// A repeated ID's line keeps its words (the sweep is `leafraft-history`'s).
+    #[test]
+    fn a_repeated_id_keeps_its_words() {
+        let twice = history(vec![take(0, 7, &[(0, 7, 1)]), take(10, 7, &[(0, 7, 1)])]);
+        let id = LAYOUT.encode(Parts { second: START_MS / 1000, shard: 7, sequence: 1 }).expect("fits");
+        assert_eq!(
+            unique_ids(&twice).examples,
+            [format!(
+                "namespace ns: ID {id} handed out twice: by /v1/timeseq on node 1#1 at 0.000s..0.005s and by \
+                 /v1/timeseq on node 1#1 at 0.010s..0.015s"
+            )]
+        );
     }
 }
