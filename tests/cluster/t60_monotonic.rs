@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use leafraft_history::real_time_order;
+use leafraft_history::Span;
 use raft::Request;
 use raft::Response;
 use raft::TagMode;
@@ -29,37 +31,26 @@ pub(crate) struct Op {
 }
 
 /// Violations of real-time order: an operation that was answered before another was sent must
-/// hold only smaller IDs. Checked in O(n log n): sweeping operations by send time, the largest ID
-/// of everything answered before it must be below its smallest.
+/// hold only smaller IDs (`leafraft_history::real_time_order`, the sweep the chaos checker runs).
 pub(crate) fn real_time_violations(history: &[Op]) -> Vec<String> {
-    let mut by_answer: Vec<&Op> = history.iter().collect();
-    by_answer.sort_by_key(|op| op.answered);
-    let mut by_send: Vec<&Op> = history.iter().collect();
-    by_send.sort_by_key(|op| op.sent);
+    let mut spans: Vec<Span<Instant>> = history
+        .iter()
+        .enumerate()
+        .filter_map(|(index, op)| Span::of_ranges(index, op.sent, op.answered, &op.ids))
+        .collect();
     let mut violations = Vec::new();
-    let (mut i, mut max_before): (usize, Option<(u64, &Op)>) = (0, None);
-    for op in by_send {
-        while i < by_answer.len() && by_answer[i].answered < op.sent {
-            let largest = by_answer[i].ids.iter().map(|&(_, end)| end - 1).max().unwrap_or(0);
-            if max_before.is_none_or(|(max, _)| largest > max) {
-                max_before = Some((largest, by_answer[i]));
-            }
-            i += 1;
-        }
-        let smallest = op.ids.iter().map(|&(start, _)| start).min().unwrap_or(u64::MAX);
-        if let Some((max, earlier)) = max_before {
-            if smallest <= max {
-                violations.push(format!(
-                    "node {} answered {smallest} to a take sent {:?} after node {} had answered {max} \
-                     (answered {:?} after it was sent)",
-                    op.node,
-                    op.sent.duration_since(earlier.answered),
-                    earlier.node,
-                    op.answered.duration_since(op.sent)
-                ));
-            }
-        }
-    }
+    real_time_order(&mut spans, |a, b| {
+        let (earlier, op) = (&history[a.op], &history[b.op]);
+        violations.push(format!(
+            "node {} answered {} to a take sent {:?} after node {} had answered {} (answered {:?} after it was sent)",
+            op.node,
+            b.min,
+            op.sent.duration_since(earlier.answered),
+            earlier.node,
+            a.max,
+            op.answered.duration_since(op.sent)
+        ));
+    });
     violations
 }
 

@@ -10,6 +10,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
+use leafraft_history::duplicates;
+use leafraft_history::real_time_order;
+use leafraft_history::Span;
 use reqwest::Method;
 
 use crate::harness::assert_error;
@@ -28,28 +31,32 @@ struct Op {
     ids: Vec<u64>,
 }
 
-/// Takes sent after another take was answered must hold only larger IDs (real-time order);
-/// sweeps by send time over everything answered before, so it is O(n log n).
+/// Takes sent after another take was answered must hold only larger IDs (real-time order:
+/// `leafraft_history::real_time_order`, the sweep the chaos checker runs).
 fn real_time_violations(history: &[Op]) -> Vec<String> {
-    let mut by_answer: Vec<&Op> = history.iter().collect();
-    by_answer.sort_by_key(|op| op.answered);
-    let mut by_send: Vec<&Op> = history.iter().collect();
-    by_send.sort_by_key(|op| op.sent);
-    let (mut i, mut max_before, mut violations) = (0, None::<(u64, usize)>, Vec::new());
-    for op in by_send {
-        while i < by_answer.len() && by_answer[i].answered < op.sent {
-            let largest = by_answer[i].ids.iter().copied().max().unwrap_or(0);
-            if max_before.is_none_or(|(max, _)| largest > max) {
-                max_before = Some((largest, by_answer[i].node));
-            }
-            i += 1;
-        }
-        let smallest = op.ids.iter().copied().min().unwrap_or(u64::MAX);
-        if let Some((max, node)) = max_before.filter(|(max, _)| smallest <= *max) {
-            violations.push(format!("node {} answered {smallest} after node {node} had answered {max}", op.node));
-        }
-    }
+    let mut spans: Vec<Span<Instant>> = history
+        .iter()
+        .enumerate()
+        .filter_map(|(index, op)| Span::of_ids(index, op.sent, op.answered, &op.ids))
+        .collect();
+    let mut violations = Vec::new();
+    real_time_order(&mut spans, |a, b| {
+        let (earlier, op) = (&history[a.op], &history[b.op]);
+        violations
+            .push(format!("node {} answered {} after node {} had answered {}", op.node, b.min, earlier.node, a.max));
+    });
     violations
+}
+
+/// IDs handed out twice, whatever node answered (`leafraft_history::duplicates`).
+fn repeated_ids(history: &[Op]) -> Vec<String> {
+    let mut ids: Vec<(u64, usize)> =
+        history.iter().enumerate().flat_map(|(index, op)| op.ids.iter().map(move |&id| (id, index))).collect();
+    let mut repeated = Vec::new();
+    duplicates(&mut ids, |id, first, second| {
+        repeated.push(format!("ID {id} by node {} and by node {}", history[first].node, history[second].node));
+    });
+    repeated
 }
 
 #[tokio::test]
@@ -179,9 +186,8 @@ impl Takers {
             task.await.expect("client task");
         }
         let history = self.history.lock().expect("history").clone();
-        let ids: Vec<u64> = history.iter().flat_map(|op| op.ids.iter().copied()).collect();
-        let unique: HashSet<u64> = ids.iter().copied().collect();
-        assert_eq!(unique.len(), ids.len(), "an ID was handed out twice");
+        let repeated = repeated_ids(&history);
+        assert!(repeated.is_empty(), "{} IDs handed out twice, first: {:?}", repeated.len(), repeated.first());
         let violations = real_time_violations(&history);
         assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
         history
