@@ -28,4 +28,5 @@ mod t51_lossy_network;
 mod t52_one_way;
 mod t60_monotonic;
 mod t61_lease;
+mod t62_partition_services;
 mod t70_timeseq;
