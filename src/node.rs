@@ -201,7 +201,7 @@ async fn start_raft(
         .map_err(|e| RunError(format!("cannot record the vote hold in {}: {e}", config.data_dir.display())))?;
     lease.restarted(previous);
     let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
-    let network = network.with_lease(lease.clone()).with_amnesia_guard(amnesia.clone());
+    let network = raft::GuardedNetwork::new(network, lease.clone(), Some(amnesia.clone()));
     let network = raft::DurableCommitNetwork::new(network, store.log.durability());
     let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await

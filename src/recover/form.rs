@@ -44,6 +44,7 @@ pub async fn form(
     // A lone member sends no Raft RPC; the factory is what `Raft::new` needs.
     let identity_check = Arc::new(raft::network::IdentityCheck::new(node_id, identity.incarnation));
     let network = raft::network::NetworkFactory::new(http, None, identity_check);
+    let network = raft::GuardedNetwork::new(network, Arc::new(raft::LeaderLease::disabled()), None);
     let raft = raft::Raft::new(node_id, Arc::new(raft_config), network, store.log.clone(), store.state_machine.clone())
         .await
         .map_err(|e| fail("cannot start raft", &e))?;
