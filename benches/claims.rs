@@ -2,8 +2,9 @@
 //! all, the floor under what any transport between the nodes can reach.
 //!
 //! The nodes are the cluster suite's (`tests/cluster/fixtures`): real sled stores with fsync,
-//! leafraft's own state machine and `Cluster`, joined by the test router, which delivers each Raft
-//! RPC as a function call (through the wire codec). So a claim here pays what openraft and the
+//! each assembled as `serve` assembles a node (`leafraft::assembly`: leafraft's own state machine,
+//! network wrappers, `Cluster` and ID services), joined by the test router, which delivers each
+//! Raft RPC as a function call (through the wire codec). So a claim here pays what openraft and the
 //! stores cost on each node (the leader's proposal, append and apply, a follower's append and sync,
 //! the commit notification) and nothing for sockets or HTTP. `scripts/bench-claims.sh` measures
 //! the same claim over loopback HTTP and next to MariaDB; the difference between the two is the

@@ -7,6 +7,8 @@
 //! - [`cli`]: the command line: its arguments (clap; nothing else sees clap) and the commands,
 //!   which talk to a cluster through the client library (`leafraft-client`).
 //! - [`node`]: `run`, one node from start to graceful stop (store, Raft, HTTP, bootstrap).
+//! - [`assembly`]: `assemble`, the one place a node's Raft, lease, amnesia guard, network,
+//!   `Cluster` and ID services are built (serve, the in-process suite; `recover` its raft core).
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
@@ -31,6 +33,7 @@
 //! The Raft types, commands and state machine live in the `raft` crate, sled in `storage`.
 
 pub mod api;
+pub mod assembly;
 pub mod backup;
 pub mod bootstrap;
 pub mod cli;

@@ -1,8 +1,9 @@
 //! `run`: one leafraft node from start to graceful stop.
 //!
 //! Order of start: load (or create) the member identity and open the store (a node that cannot,
-//! or whose data dir belongs to another node ID, stops here with a clear error), start Raft, serve
-//! HTTP, then bootstrap (initialise, or ask to join; see `bootstrap`) if the data directory was
+//! or whose data dir belongs to another node ID, stops here with a clear error), assemble the node
+//! over HTTP (`assembly`: Raft, lease, amnesia guard, `Cluster`, ID services), serve HTTP, then
+//! bootstrap (initialise, or ask to join; see `bootstrap`) if the data directory was
 //! empty. A refusal (from bootstrap, or a membership that records this node ID with another
 //! disk) stops the node with its one-line reason. Order of stop: give back segment tails and the
 //! snowflake worker (while peers can still reach this node's Raft endpoints), stop accepting and
@@ -17,6 +18,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::api;
+use crate::assembly;
+use crate::assembly::Assembled;
+use crate::assembly::Parts;
 use crate::bootstrap;
 use crate::bootstrap::Refusal;
 use crate::cluster::Cluster;
@@ -110,15 +114,25 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     let peer_secret: Option<Arc<str>> = config.credentials.peer.as_ref().map(|s| Arc::from(s.expose()));
     let network =
         raft::network::NetworkFactory::new(http.clone(), peer_secret.clone(), identity.clone()).with_tls(tls.is_some());
-    let (raft, lease, amnesia) = start_raft(&config, &store, network).await?;
+    let peers = Arc::new(HttpPeers::new(http, peer_secret, identity.clone()).with_tls(tls.is_some()));
+    let Assembled { raft, amnesia, cluster, services, .. } = assembly::assemble(Parts {
+        node_id: config.node_id,
+        raft_config: Arc::new(config.raft_config().map_err(RunError)?),
+        store,
+        data_dir: config.data_dir.clone(),
+        transport: network,
+        peers,
+        timeouts: Timeouts { write: config.write_timeout, learner: config.learner_timeout },
+        identity,
+        segments: config.segments,
+        snowflake: config.snowflake,
+        metrics: Arc::new(Metrics::with_tag_series(config.metrics_tag_series)),
+    })
+    .await
+    .map_err(RunError)?;
 
     // Before the server runs, so nothing a peer replicates can make an empty directory look used.
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
-    let timeouts = Timeouts { write: config.write_timeout, learner: config.learner_timeout };
-    let peers = Arc::new(HttpPeers::new(http, peer_secret, identity.clone()).with_tls(tls.is_some()));
-    let cluster = Arc::new(Cluster::new(config.node_id, raft, store, peers, timeouts, identity).with_lease(lease));
-    let metrics = Arc::new(Metrics::with_tag_series(config.metrics_tag_series));
-    let services = IdServices::new(&cluster, config.segments, config.snowflake, metrics);
     let IdServices { metrics, segments, snowflakes, timeseq } = services.clone();
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
@@ -185,29 +199,6 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
     }
     let http = http.build().map_err(|e| RunError(format!("cannot build the HTTP client: {e}")))?;
     Ok((http, tls))
-}
-
-/// Starts this node's Raft on `store` over `network`, with its leader lease (keeping the longer
-/// vote hold a previous process promised, `storage::vote_hold`) and its amnesia guard.
-async fn start_raft(
-    config: &Config,
-    store: &storage::Store,
-    network: raft::network::NetworkFactory,
-) -> Result<(raft::Raft, Arc<raft::LeaderLease>, Arc<raft::AmnesiaGuard>), RunError> {
-    let raft_config = Arc::new(config.raft_config().map_err(RunError)?);
-    let lease = Arc::new(raft::LeaderLease::for_config(&raft_config));
-    let hold = std::time::Duration::from_millis(raft_config.election_timeout_max);
-    let previous = storage::vote_hold::record_vote_hold(&config.data_dir, hold)
-        .map_err(|e| RunError(format!("cannot record the vote hold in {}: {e}", config.data_dir.display())))?;
-    lease.restarted(previous);
-    let amnesia = Arc::new(raft::AmnesiaGuard::new(store.log.durability()));
-    let network = network.with_lease(lease.clone()).with_amnesia_guard(amnesia.clone());
-    let network = raft::DurableCommitNetwork::new(network, store.log.durability());
-    let raft = raft::Raft::new(config.node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
-        .await
-        .map_err(|e| RunError(format!("cannot start raft: {e}")))?;
-    raft::lease::keep_restart_hold(&raft, &lease);
-    Ok((raft, lease, amnesia))
 }
 
 /// Loads (or creates) this data dir's identity, then opens its store, bound to that identity

@@ -1,7 +1,7 @@
-//! The ID services of one node over its `Cluster`, built in one place: `node::start` (`serve`)
-//! and the in-process suite (`tests/cluster/fixtures/cluster.rs`) both call [`IdServices::new`]
-//! and [`IdServices::maintain`], so the services the tests drive are wired as the ones that ship,
-//! time sequences included.
+//! The ID services of one node over its `Cluster`, built in one place: `assembly::assemble`
+//! calls [`IdServices::new`] for `node::start` (`serve`) and the in-process suite
+//! (`tests/cluster/fixtures/cluster.rs`), which both call [`IdServices::maintain`], so the
+//! services the tests drive are wired as the ones that ship, time sequences included.
 
 use std::sync::Arc;
 

@@ -8,8 +8,10 @@
 //! - [`durability`]: `DurableCommitNetwork`, no commit counted before the leader's own log is on
 //!   disk; `LocalDurability`, what the local log has made durable.
 //! - [`amnesia`]: `AmnesiaGuard`, a member whose log went back in time stops instead of voting.
-//! - [`network`]: `NetworkFactory` (the openraft client over HTTP) and the axum routes that serve
-//!   `/raft/*` on the node's one port.
+//! - [`guarded`]: `GuardedNetwork`, openraft's network: the lease's and the amnesia check's rules
+//!   on the sending side, over any [`guarded::Transport`] (HTTP, or the cluster tests' router).
+//! - [`network`]: `NetworkFactory` (the HTTP transport) and the axum routes that serve `/raft/*`
+//!   on the node's one port.
 //!
 //! This crate knows nothing about sled or about the ID engines.
 
@@ -43,12 +45,14 @@ pub use leafraft_state::WorkerLease;
 
 pub mod amnesia;
 pub mod durability;
+pub mod guarded;
 pub mod lease;
 pub mod network;
 
 pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
+pub use guarded::GuardedNetwork;
 pub use lease::LeaderLease;
 
 pub type Raft = openraft::Raft<TypeConfig>;

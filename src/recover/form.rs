@@ -40,13 +40,13 @@ pub async fn form(
 
     let layers = Settings { node_id: Some(node_id), ..Settings::default() };
     let raft_config = Config::resolve(layers).and_then(|config| config.raft_config()).map_err(RecoverError)?;
-    let http = reqwest::Client::new();
-    // A lone member sends no Raft RPC; the factory is what `Raft::new` needs.
+    // A lone member sends no Raft RPC: an HTTP transport that is never used, no lease, no guard.
     let identity_check = Arc::new(raft::network::IdentityCheck::new(node_id, identity.incarnation));
-    let network = raft::network::NetworkFactory::new(http, None, identity_check);
-    let raft = raft::Raft::new(node_id, Arc::new(raft_config), network, store.log.clone(), store.state_machine.clone())
+    let network = raft::network::NetworkFactory::new(reqwest::Client::new(), None, identity_check);
+    let lease = Arc::new(raft::LeaderLease::disabled());
+    let raft = crate::assembly::start_raft(node_id, Arc::new(raft_config), &store, network, &lease, None)
         .await
-        .map_err(|e| fail("cannot start raft", &e))?;
+        .map_err(RecoverError)?;
     let committed = commit(&raft, node_id, Node::new(advertise, identity.incarnation), cluster_id, restores).await;
     // Stop in order whatever happened: a half-formed store is refused as non-empty next time.
     let stopped = raft.shutdown().await.map_err(|e| fail("raft did not shut down cleanly", &e));

@@ -1,5 +1,6 @@
-//! The sending side: [`post_bincode`], the one HTTP transport between nodes, and the openraft
-//! client ([`NetworkFactory`], [`Connection`]) built on it.
+//! The sending side: [`post_bincode`], the one HTTP transport between nodes, and the Raft
+//! transport ([`NetworkFactory`], [`Connection`]) built on it, which only carries the RPCs:
+//! openraft's network is [`crate::GuardedNetwork`] over it.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -12,8 +13,6 @@ use openraft::error::RPCError;
 use openraft::error::RemoteError;
 use openraft::error::Unreachable;
 use openraft::network::RPCOption;
-use openraft::RaftNetwork;
-use openraft::RaftNetworkFactory;
 use reqwest::header::CONTENT_TYPE;
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
@@ -26,15 +25,15 @@ use super::identity::MATCHED_HEADER;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
-use crate::amnesia::AmnesiaGuard;
 use crate::amnesia::AMNESIAC_CODE;
 use crate::codec;
+use crate::guarded::Appended;
+use crate::guarded::Link;
+use crate::guarded::Transport;
 use crate::lease;
-use crate::lease::LeaderLease;
 use crate::typ;
 use crate::Node;
 use crate::NodeId;
-use crate::TypeConfig;
 
 const OCTET_STREAM: &str = "application/octet-stream";
 
@@ -276,7 +275,8 @@ fn truncate(text: &str) -> String {
     }
 }
 
-/// Creates a [`Connection`] per target for openraft. Holds the process's one pooled
+/// Creates a [`Connection`] per target: the HTTP [`Transport`] under openraft's network
+/// ([`crate::GuardedNetwork`] adds the lease and amnesia rules). Holds the process's one pooled
 /// `reqwest::Client` (cloning it shares the pool), so every RPC to a peer reuses a kept-alive
 /// connection instead of paying a TCP handshake.
 #[derive(Clone)]
@@ -284,28 +284,14 @@ pub struct NetworkFactory {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
-    lease: Arc<LeaderLease>,
     /// `http` or `https`: every member of a cluster speaks the same (the members' addresses are
     /// `host:port`).
     scheme: &'static str,
-    /// Records what followers matched and sends it with each append (`crate::amnesia`).
-    amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
 impl NetworkFactory {
-    /// A network that keeps no leader lease (see [`NetworkFactory::with_lease`]).
     pub fn new(client: reqwest::Client, secret: Option<Arc<str>>, identity: Arc<IdentityCheck>) -> Self {
-        Self { client, secret, identity, lease: Arc::new(LeaderLease::disabled()), scheme: "http", amnesia: None }
-    }
-
-    /// Sends each follower, with every append, the highest index it was seen to match.
-    pub fn with_amnesia_guard(self, amnesia: Arc<AmnesiaGuard>) -> Self {
-        Self { amnesia: Some(amnesia), ..self }
-    }
-
-    /// Records every accepted append in `lease`.
-    pub fn with_lease(self, lease: Arc<LeaderLease>) -> Self {
-        Self { lease, ..self }
+        Self { client, secret, identity, scheme: "http" }
     }
 
     /// Reach the peers over `https://` (the client must carry the TLS configuration).
@@ -322,19 +308,17 @@ impl fmt::Debug for NetworkFactory {
     }
 }
 
-impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
-    type Network = Connection;
+impl Transport for NetworkFactory {
+    type Link = Connection;
 
     /// Connects lazily: the first RPC opens (or reuses) a pooled connection, so a peer that is
     /// down when openraft asks for a client costs nothing until it is used.
-    async fn new_client(&mut self, target: NodeId, node: &Node) -> Connection {
+    async fn link(&mut self, target: NodeId, node: &Node) -> Connection {
         let base = format!("{}://{}", self.scheme, node.addr);
         Connection {
             client: self.client.clone(),
             secret: self.secret.clone(),
             identity: Arc::clone(&self.identity),
-            lease: Arc::clone(&self.lease),
-            amnesia: self.amnesia.clone(),
             target,
             target_incarnation: node.incarnation,
             append_url: format!("{base}{APPEND_PATH}"),
@@ -344,13 +328,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     }
 }
 
-/// openraft's client for one peer.
+/// The HTTP [`Link`] to one peer.
 pub struct Connection {
     client: reqwest::Client,
     secret: Option<Arc<str>>,
     identity: Arc<IdentityCheck>,
-    lease: Arc<LeaderLease>,
-    amnesia: Option<Arc<AmnesiaGuard>>,
     target: NodeId,
     /// What the membership openraft replicates with records for the target (0: unknown).
     target_incarnation: u64,
@@ -369,98 +351,87 @@ impl fmt::Debug for Connection {
     }
 }
 
+/// One RPC's outcome: the answer, the vote hold the peer reported beside it, and the reason when
+/// the peer refused as amnesiac.
+type Called<Resp, E> = (Result<Resp, typ::RPCError<E>>, Option<Duration>, Option<String>);
+
 impl Connection {
     /// One RPC: the answer is the peer's `Result<Resp, RaftError<E>>`, unwrapped into openraft's
     /// error taxonomy.
-    async fn call<Req, Resp, E>(
-        &self,
-        url: &str,
-        rpc: &Req,
-        extra: &[(&'static str, String)],
-        option: &RPCOption,
-    ) -> Result<Resp, typ::RPCError<E>>
+    async fn call<Req, Resp, E>(&self, url: &str, rpc: &Req, option: &RPCOption) -> Result<Resp, typ::RPCError<E>>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
-        self.call_reading_hold(url, rpc, extra, option).await.0
+        self.call_reading_hold(url, rpc, &[], option).await.0
     }
 
-    /// [`Connection::call`], with the vote hold the peer reported beside its answer.
+    /// [`Connection::call`], with the vote hold the peer reported beside its answer and the
+    /// reason of an amnesiac refusal.
     async fn call_reading_hold<Req, Resp, E>(
         &self,
         url: &str,
         rpc: &Req,
         extra: &[(&'static str, String)],
         option: &RPCOption,
-    ) -> (Result<Resp, typ::RPCError<E>>, Option<Duration>)
+    ) -> Called<Resp, E>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
         let sender = Sender { identity: &self.identity, target: Some((self.target, self.target_incarnation)) };
-        let exchanged = post(&self.client, url, self.secret.as_deref(), Some(sender), extra, rpc, option.hard_ttl())
-            .await
-            .map_err(|e| {
-                if let (PostError::Refused(reason), Some(amnesia)) = (&e, &self.amnesia) {
-                    if reason.contains(AMNESIAC_CODE) {
-                        amnesia.refused(self.target, reason);
-                    }
-                }
-                if e.is_connect() || matches!(e, PostError::Refused(_)) {
-                    // A peer that refuses connections is down or not started yet. `Unreachable`
-                    // makes openraft wait `backoff()` before the next attempt; `Network` would
-                    // make it retry at once, hot-looping and flooding the log with errors for as
-                    // long as the peer stays down.
-                    RPCError::Unreachable(Unreachable::new(&e))
-                } else {
-                    // Timeouts, non-200 answers and undecodable bodies: the peer is up but this
-                    // attempt failed, so openraft may retry without backing off.
-                    RPCError::Network(NetworkError::new(&e))
-                }
-            });
+        let exchanged =
+            post(&self.client, url, self.secret.as_deref(), Some(sender), extra, rpc, option.hard_ttl()).await;
         let exchanged: Exchanged<Result<Resp, typ::RaftError<E>>> = match exchanged {
             Ok(exchanged) => exchanged,
-            Err(e) => return (Err(e), None),
+            Err(e) => {
+                // A follower that found its own log gone back in time says so in its refusal.
+                let amnesiac = match &e {
+                    PostError::Refused(reason) if reason.contains(AMNESIAC_CODE) => Some(reason.clone()),
+                    _ => None,
+                };
+                return (Err(rpc_error(e)), None, amnesiac);
+            }
         };
         // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
         // it is a remote error, which openraft handles differently from a lost message.
-        (exchanged.answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))), exchanged.vote_hold)
+        let answer = exchanged.answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)));
+        (answer, exchanged.vote_hold, None)
     }
 }
 
-impl RaftNetwork<TypeConfig> for Connection {
-    async fn append_entries(
-        &mut self,
-        rpc: typ::AppendEntriesRequest,
-        option: RPCOption,
-    ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
-        let (vote, sent_at) = (rpc.vote, self.lease.sending_append(&rpc));
-        let target = (self.target, self.target_incarnation);
-        let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(target, &rpc));
+/// openraft's view of a failed exchange.
+fn rpc_error<E: StdError>(e: PostError) -> typ::RPCError<E> {
+    if e.is_connect() || matches!(e, PostError::Refused(_)) {
+        // A peer that refuses connections is down or not started yet. `Unreachable` makes
+        // openraft wait `backoff()` before the next attempt; `Network` would make it retry at
+        // once, hot-looping and flooding the log with errors for as long as the peer stays down.
+        RPCError::Unreachable(Unreachable::new(&e))
+    } else {
+        // Timeouts, non-200 answers and undecodable bodies: the peer is up but this attempt
+        // failed, so openraft may retry without backing off.
+        RPCError::Network(NetworkError::new(&e))
+    }
+}
+
+impl Link for Connection {
+    async fn append(&mut self, rpc: &typ::AppendEntriesRequest, matched: Option<u64>, option: &RPCOption) -> Appended {
         let extra: Vec<_> = matched.map(|index| (MATCHED_HEADER, index.to_string())).into_iter().collect();
-        let (answer, hold) = self.call_reading_hold(&self.append_url, &rpc, &extra, &option).await;
-        if let (Ok(answer), Some(amnesia)) = (&answer, &self.amnesia) {
-            amnesia.record(target, &rpc, answer);
-        }
-        if let Ok(response) = &answer {
-            self.lease.append_answered(self.target, &vote, sent_at, response, hold);
-        }
-        answer
+        let (answer, vote_hold, amnesiac) = self.call_reading_hold(&self.append_url, rpc, &extra, option).await;
+        Appended { answer, vote_hold, amnesiac }
     }
 
-    async fn install_snapshot(
+    async fn snapshot(
         &mut self,
         rpc: typ::InstallSnapshotRequest,
         option: RPCOption,
     ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
-        self.lease.sending_snapshot(&rpc.meta);
-        self.call(&self.snapshot_url, &rpc, &[], &option).await
+        self.call(&self.snapshot_url, &rpc, &option).await
     }
 
     async fn vote(&mut self, rpc: typ::VoteRequest, option: RPCOption) -> Result<typ::VoteResponse, typ::RPCError> {
-        self.call(&self.vote_url, &rpc, &[], &option).await
+        self.call(&self.vote_url, &rpc, &option).await
     }
 }

@@ -1,6 +1,7 @@
-//! The Raft network over HTTP with bincode bodies: the openraft client ([`NetworkFactory`],
-//! [`Connection`]), the axum routes that answer it ([`routes`]), and the one transport both the
-//! Raft client and the node's write forwarding use ([`post_bincode`]).
+//! The Raft network over HTTP with bincode bodies: the transport under openraft's client
+//! ([`NetworkFactory`], [`Connection`]; `crate::GuardedNetwork` wraps it), the axum routes that
+//! answer it ([`routes`]), and the one transport both the Raft client and the node's write
+//! forwarding use ([`post_bincode`]).
 //!
 //! # Wire format
 //! Every request is `POST http://{addr}/raft/{append|vote|snapshot}` with the RPC encoded by
