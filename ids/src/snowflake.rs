@@ -12,13 +12,18 @@
 /// A clock step back this small is waited out, as Leaf does.
 pub const SMALL_STEP_BACK_MS: u64 = 5;
 
-/// The bit layout of an ID (the engine's own copy of the replicated `raft::SnowflakeLayout`).
+/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
+///
+/// The one definition: the replicated state records this type (`raft::SnowflakeLayout` is a
+/// re-export) and persists it through the field order `leafraft-state`'s `records` fixes, so the
+/// engine itself stays free of serde. The field types are the persisted ones: change none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// Unix milliseconds of timestamp zero.
     pub epoch_ms: u64,
-    pub time_bits: u32,
-    pub worker_bits: u32,
-    pub sequence_bits: u32,
+    pub time_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
 }
 
 /// An ID taken apart.
@@ -31,6 +36,32 @@ pub struct Parts {
 }
 
 impl Layout {
+    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
+    pub const LEAF: Layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+
+    /// The shortest span the time bits must cover.
+    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
+
+    /// Whether a layout may be recorded: the bits add up to 63, 1 to 20 worker bits, at least one
+    /// sequence bit and time bits that cover [`Layout::MIN_SPAN_MS`].
+    pub fn validate(&self) -> Result<(), String> {
+        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
+        if total != 63 {
+            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
+        }
+        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
+            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
+        }
+        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
+            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
+        }
+        Ok(())
+    }
+
+    pub fn n_workers(&self) -> u64 {
+        1u64 << self.worker_bits
+    }
+
     pub fn max_sequence(&self) -> u64 {
         (1u64 << self.sequence_bits) - 1
     }

@@ -178,6 +178,7 @@ pub struct WorkerView {
 pub struct WorkersView {
     /// The layout recorded in the cluster (null until the first node serving snowflake records it).
     #[schema(value_type = Option<crate::api::schemas::SnowflakeLayout>)]
+    #[serde(with = "raft::records::optional_snowflake_layout")]
     pub layout: Option<raft::SnowflakeLayout>,
     pub workers: Vec<WorkerView>,
     /// This node's snowflake state (its worker, window, clock check).

@@ -132,20 +132,11 @@ pub struct Snowflakes {
     clock_checked: tokio::sync::watch::Sender<bool>,
 }
 
-pub fn engine_layout(layout: &SnowflakeLayout) -> Layout {
-    Layout {
-        epoch_ms: layout.epoch_ms,
-        time_bits: u32::from(layout.time_bits),
-        worker_bits: u32::from(layout.worker_bits),
-        sequence_bits: u32::from(layout.sequence_bits),
-    }
-}
-
 impl Snowflakes {
     pub fn new(cluster: Arc<Cluster>, config: SnowflakeConfig) -> Snowflakes {
         Snowflakes {
             cluster,
-            layout: engine_layout(&config.layout),
+            layout: config.layout,
             config,
             state: Mutex::new(State::at_start()),
             issued: AtomicU64::new(0),
@@ -160,7 +151,7 @@ impl Snowflakes {
 
     /// The layout IDs are decoded with: the one the cluster recorded, else this node's.
     pub fn decode_layout(&self) -> Layout {
-        self.cluster.read(|sm| sm.snowflake.layout).map_or(self.layout, |layout| engine_layout(&layout))
+        self.cluster.read(|sm| sm.snowflake.layout).unwrap_or(self.layout)
     }
 
     pub fn layout(&self) -> Layout {
