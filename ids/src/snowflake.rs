@@ -95,9 +95,9 @@ impl Layout {
     }
 }
 
-/// Why no ID was issued.
+/// Why the generator issued no ID (a clock step back, or the end of the committed window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum GeneratorRefusal {
     /// The clock is behind by at most `SMALL_STEP_BACK_MS`: wait this long and ask again.
     Wait { ms: u64 },
     /// The clock is behind by more than the allowance.
@@ -163,17 +163,17 @@ impl Generator {
     }
 
     /// The next ID at clock reading `now_ms` (Unix ms).
-    pub fn next(&mut self, now_ms: u64) -> Result<u64, Refusal> {
+    pub fn next(&mut self, now_ms: u64) -> Result<u64, GeneratorRefusal> {
         let behind = self.last_clock_ms.saturating_sub(now_ms);
         let clock = if behind == 0 {
             now_ms
         } else if behind <= SMALL_STEP_BACK_MS {
-            return Err(Refusal::Wait { ms: behind });
+            return Err(GeneratorRefusal::Wait { ms: behind });
         } else if behind <= self.max_backward_ms {
             // Serve from the last timestamp, borrowing ahead inside the window.
             0
         } else {
-            return Err(Refusal::ClockBackwards { behind_ms: behind });
+            return Err(GeneratorRefusal::ClockBackwards { behind_ms: behind });
         };
         let base = clock.max(self.floor_ms);
         let (ts, sequence) = match self.last {
@@ -187,12 +187,12 @@ impl Generator {
             _ => (base, self.first_sequence()),
         };
         if ts > self.window_end_ms {
-            return Err(Refusal::WindowExhausted);
+            return Err(GeneratorRefusal::WindowExhausted);
         }
         let id = self
             .layout
             .compose(Parts { timestamp_ms: ts, worker: self.worker, sequence })
-            .ok_or(Refusal::WindowExhausted)?;
+            .ok_or(GeneratorRefusal::WindowExhausted)?;
         self.last = Some((ts, sequence));
         // Only a reading that issued an ID counts: one refused past the window (a clock jumped
         // ahead) must not make the corrected clock look like a step back.

@@ -26,8 +26,8 @@ use crate::clock::millis;
 use crate::clock::now_ms;
 use crate::cluster::Cluster;
 use crate::engine::snowflake::Generator;
+use crate::engine::snowflake::GeneratorRefusal;
 use crate::engine::snowflake::Layout;
-use crate::engine::snowflake::Refusal;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::SnowflakeLayout;
@@ -197,19 +197,19 @@ impl Snowflakes {
             };
             match refusal {
                 None => break,
-                Some(Refusal::Wait { ms }) if !waited => {
+                Some(GeneratorRefusal::Wait { ms }) if !waited => {
                     // Leaf waits out a small step back once; the lock is not held while waiting.
                     waited = true;
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }
-                Some(Refusal::Wait { ms }) => {
+                Some(GeneratorRefusal::Wait { ms }) => {
                     return Err(Error::new(
                         ErrorCode::ClockBackwards,
                         format!("the clock is still {ms} ms behind the last ID after waiting"),
                     )
                     .with_leaf_code(-1));
                 }
-                Some(Refusal::ClockBackwards { behind_ms }) => {
+                Some(GeneratorRefusal::ClockBackwards { behind_ms }) => {
                     return Err(Error::new(
                         ErrorCode::ClockBackwards,
                         format!(
@@ -218,7 +218,7 @@ impl Snowflakes {
                         ),
                     ));
                 }
-                Some(Refusal::WindowExhausted) => {
+                Some(GeneratorRefusal::WindowExhausted) => {
                     return Err(Error::new(
                         ErrorCode::WorkerUnavailable,
                         "the committed time window is used up and could not be extended (no quorum?)",
