@@ -13,7 +13,7 @@
 //! - `--join` refuses alike when a seed lists this node with another incarnation, and otherwise
 //!   asks to be added as a learner (sending its incarnation), then to be promoted once caught up.
 //!
-//! A refusal ends the process with one line naming the fix (see [`Refusal`]).
+//! A refusal ends the process with one line naming the fix (see [`BootstrapRefusal`]).
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -40,13 +40,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Why this node must not start: one line that names the fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
+pub struct BootstrapRefusal(pub String);
 
 /// Makes a node whose data directory was empty at start (`was_empty`, judged before Raft could
 /// receive anything) part of a cluster. A node with data does nothing: its membership is in its
 /// log. What peers replicate here meanwhile does not make the directory "not empty": a learner
 /// added before it started still asks to be promoted.
-pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -> Result<(), Refusal> {
+pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -> Result<(), BootstrapRefusal> {
     if !was_empty {
         tracing::info!("data directory holds a Raft state; rejoining with it");
         return Ok(());
@@ -57,7 +57,7 @@ pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -
             initialise(&cluster, me).await;
             Ok(())
         }
-        Bootstrap::Undecided => Err(Refusal(founding::undecided_refusal(config.node_id, &config.advertise))),
+        Bootstrap::Undecided => Err(BootstrapRefusal(founding::undecided_refusal(config.node_id, &config.advertise))),
         Bootstrap::Existing => {
             tracing::info!("empty data directory, --initial-cluster-state existing: waiting to be added");
             Ok(())
@@ -101,10 +101,10 @@ fn listed(hello: &Hello, node_id: NodeId, incarnation: u64) -> Listed {
 }
 
 /// The refusal for a node that a running cluster lists with another disk (`recorded`), or not.
-fn refusal(node_id: NodeId, addr: &str, hello: &Hello, recorded: Option<&Node>) -> Refusal {
+fn refusal(node_id: NodeId, addr: &str, hello: &Hello, recorded: Option<&Node>) -> BootstrapRefusal {
     let cluster = hex_id(hello.cluster_id);
     let runs = format!("node {} at {addr} runs cluster {cluster}", hello.node_id);
-    Refusal(match recorded {
+    BootstrapRefusal(match recorded {
         Some(node) => format!(
             "refusing to start node {node_id} on an empty data dir: {runs}, which lists node {node_id} with another \
              data dir (incarnation {}); a wiped member must not rejoin as itself: run `leafraft cluster remove \
@@ -118,12 +118,14 @@ fn refusal(node_id: NodeId, addr: &str, hello: &Hello, recorded: Option<&Node>) 
     })
 }
 
-fn refused_by(node_id: NodeId, addr: &str, reason: &str) -> Refusal {
-    Refusal(format!("refusing to start node {node_id} on an empty data dir: the member at {addr} refused it: {reason}"))
+fn refused_by(node_id: NodeId, addr: &str, reason: &str) -> BootstrapRefusal {
+    BootstrapRefusal(format!(
+        "refusing to start node {node_id} on an empty data dir: the member at {addr} refused it: {reason}"
+    ))
 }
 
 /// `--initial-cluster` on an empty data directory.
-async fn form(cluster: &Cluster, config: &Config, members: &BTreeMap<NodeId, String>) -> Result<(), Refusal> {
+async fn form(cluster: &Cluster, config: &Config, members: &BTreeMap<NodeId, String>) -> Result<(), BootstrapRefusal> {
     let me = config.node_id;
     let mut backoff = Duration::from_millis(100);
     let mut last_waiting = None;
@@ -172,7 +174,7 @@ async fn form(cluster: &Cluster, config: &Config, members: &BTreeMap<NodeId, Str
 }
 
 /// Refuses to join when a seed's cluster lists this node ID with another disk.
-async fn check_seeds(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), Refusal> {
+async fn check_seeds(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), BootstrapRefusal> {
     for seed in seeds {
         match cluster.hello(seed, None, HELLO_TIMEOUT).await {
             Ok(hello) if hello.initialized => {
@@ -207,7 +209,7 @@ fn seed_client(seed: &str, config: &Config) -> Result<Client, leafraft_client::C
         .build()
 }
 
-async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), Refusal> {
+async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), BootstrapRefusal> {
     let mut backoff = Duration::from_millis(200);
     let mut added = false;
     let incarnation = hex_id(incarnation(cluster));
@@ -225,7 +227,7 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
         for seed in seeds {
             let client = match seed_client(seed, config) {
                 Ok(client) => client,
-                Err(e) => return Err(Refusal(format!("cannot ask {seed} to be added: {e}"))),
+                Err(e) => return Err(BootstrapRefusal(format!("cannot ask {seed} to be added: {e}"))),
             };
             if !added {
                 tracing::info!(seed = %seed, "join: asking to be added as a learner; waits until caught up");
@@ -235,7 +237,7 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
                         added = true;
                     }
                     Err(e) if e.code() == Some(leafraft_client::ErrorCode::ClusterMismatch) => {
-                        return Err(Refusal(format!("refusing to join as node {}: {e}", config.node_id)));
+                        return Err(BootstrapRefusal(format!("refusing to join as node {}: {e}", config.node_id)));
                     }
                     Err(e) => {
                         tracing::warn!(seed = %seed, error = %e, "join: cannot be added yet");
@@ -258,7 +260,7 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
                     return Ok(());
                 }
                 Err(e) if e.code() == Some(leafraft_client::ErrorCode::ClusterMismatch) => {
-                    return Err(Refusal(format!("refusing to join as node {}: {e}", config.node_id)));
+                    return Err(BootstrapRefusal(format!("refusing to join as node {}: {e}", config.node_id)));
                 }
                 Err(e) => tracing::warn!(seed = %seed, error = %e, "join: cannot be promoted yet"),
             }
@@ -351,10 +353,10 @@ mod tests {
     #[test]
     fn refusals_are_one_line_naming_the_fix() {
         let running = hello(&[(1, 0x11), (2, 0x22)]);
-        let Refusal(wiped) = refusal(2, "h:1", &running, Some(&Node::new("h:2", 0x22)));
+        let BootstrapRefusal(wiped) = refusal(2, "h:1", &running, Some(&Node::new("h:2", 0x22)));
         assert!(wiped.contains("runs cluster 00000000000000c1"), "{wiped}");
         assert!(wiped.contains("`leafraft cluster remove --node-id 2`, then start it with --join"), "{wiped}");
-        let Refusal(absent) = refusal(4, "h:1", &running, None);
+        let BootstrapRefusal(absent) = refusal(4, "h:1", &running, None);
         assert!(absent.contains("does not list node 4; start it with --join"), "{absent}");
         assert!(!wiped.contains('\n') && !absent.contains('\n'));
     }

@@ -105,7 +105,7 @@ pub enum Role {
 
 /// Why a request was refused: the `reason` label of `leafraft_auth_refusals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum AuthRefusal {
     /// No credential (401).
     Missing,
     /// A credential this node does not know (401).
@@ -120,31 +120,31 @@ pub enum Refusal {
     CertificateMismatch,
 }
 
-impl Refusal {
+impl AuthRefusal {
     pub fn reason(self) -> &'static str {
         match self {
-            Refusal::Missing => "missing",
-            Refusal::Unknown => "unknown",
-            Refusal::Role => "role",
-            Refusal::Tag => "tag",
-            Refusal::NoCertificate => "no_certificate",
-            Refusal::CertificateMismatch => "certificate_mismatch",
+            AuthRefusal::Missing => "missing",
+            AuthRefusal::Unknown => "unknown",
+            AuthRefusal::Role => "role",
+            AuthRefusal::Tag => "tag",
+            AuthRefusal::NoCertificate => "no_certificate",
+            AuthRefusal::CertificateMismatch => "certificate_mismatch",
         }
     }
 
     /// 401 for no (valid) credential, 403 for a valid one that does not cover the request.
     pub fn is_unauthorized(self) -> bool {
-        matches!(self, Refusal::Missing | Refusal::Unknown | Refusal::NoCertificate)
+        matches!(self, AuthRefusal::Missing | AuthRefusal::Unknown | AuthRefusal::NoCertificate)
     }
 
     pub fn message(self) -> &'static str {
         match self {
-            Refusal::Missing => "this request needs Authorization: Bearer <token>",
-            Refusal::Unknown => "unknown token",
-            Refusal::Role => "this token does not have the role this request needs",
-            Refusal::Tag => "this client token is not for this tag",
-            Refusal::NoCertificate => "peers must present a client certificate (--peer-ca)",
-            Refusal::CertificateMismatch => "the client certificate does not name the member the request claims",
+            AuthRefusal::Missing => "this request needs Authorization: Bearer <token>",
+            AuthRefusal::Unknown => "unknown token",
+            AuthRefusal::Role => "this token does not have the role this request needs",
+            AuthRefusal::Tag => "this client token is not for this tag",
+            AuthRefusal::NoCertificate => "peers must present a client certificate (--peer-ca)",
+            AuthRefusal::CertificateMismatch => "the client certificate does not name the member the request claims",
         }
     }
 }
@@ -196,11 +196,11 @@ impl Credentials {
 
     /// Whether the bearer token `given` may make a request that needs `role` (and, for IDs, of
     /// `tag`). Does not look at certificates (`api::auth` does, for `/raft/*`).
-    pub fn authorize(&self, role: Role, tag: Option<&str>, given: Option<&str>) -> Result<(), Refusal> {
+    pub fn authorize(&self, role: Role, tag: Option<&str>, given: Option<&str>) -> Result<(), AuthRefusal> {
         if !self.guards(role) {
             return Ok(());
         }
-        let given = given.ok_or(Refusal::Missing)?;
+        let given = given.ok_or(AuthRefusal::Missing)?;
         let holder = self.identify(given);
         let allowed = match role {
             Role::Peer => holder.peer,
@@ -210,7 +210,7 @@ impl Credentials {
                     true
                 } else if let Some(token) = holder.client {
                     return match (&token.tags, tag) {
-                        (Some(tags), Some(tag)) if !tags.iter().any(|t| t == tag) => Err(Refusal::Tag),
+                        (Some(tags), Some(tag)) if !tags.iter().any(|t| t == tag) => Err(AuthRefusal::Tag),
                         _ => Ok(()),
                     };
                 } else {
@@ -220,8 +220,8 @@ impl Credentials {
         };
         match allowed {
             true => Ok(()),
-            false if holder.peer || holder.admin || holder.client.is_some() => Err(Refusal::Role),
-            false => Err(Refusal::Unknown),
+            false if holder.peer || holder.admin || holder.client.is_some() => Err(AuthRefusal::Role),
+            false => Err(AuthRefusal::Unknown),
         }
     }
 }
@@ -245,20 +245,20 @@ mod tests {
     fn each_token_works_for_its_role_only() {
         let c = credentials();
         assert_eq!(c.authorize(Role::Peer, None, Some("peer")), Ok(()));
-        assert_eq!(c.authorize(Role::Peer, None, Some("admin")), Err(Refusal::Role));
-        assert_eq!(c.authorize(Role::Peer, None, Some("bill")), Err(Refusal::Role));
-        assert_eq!(c.authorize(Role::Peer, None, None), Err(Refusal::Missing));
-        assert_eq!(c.authorize(Role::Peer, None, Some("peerx")), Err(Refusal::Unknown));
+        assert_eq!(c.authorize(Role::Peer, None, Some("admin")), Err(AuthRefusal::Role));
+        assert_eq!(c.authorize(Role::Peer, None, Some("bill")), Err(AuthRefusal::Role));
+        assert_eq!(c.authorize(Role::Peer, None, None), Err(AuthRefusal::Missing));
+        assert_eq!(c.authorize(Role::Peer, None, Some("peerx")), Err(AuthRefusal::Unknown));
         assert_eq!(c.authorize(Role::Admin, None, Some("admin")), Ok(()));
-        assert_eq!(c.authorize(Role::Admin, None, Some("peer")), Err(Refusal::Role));
-        assert_eq!(c.authorize(Role::Admin, None, Some("every")), Err(Refusal::Role));
+        assert_eq!(c.authorize(Role::Admin, None, Some("peer")), Err(AuthRefusal::Role));
+        assert_eq!(c.authorize(Role::Admin, None, Some("every")), Err(AuthRefusal::Role));
         assert_eq!(c.authorize(Role::Client, Some("invoice"), Some("bill")), Ok(()));
-        assert_eq!(c.authorize(Role::Client, Some("order"), Some("bill")), Err(Refusal::Tag));
+        assert_eq!(c.authorize(Role::Client, Some("order"), Some("bill")), Err(AuthRefusal::Tag));
         assert_eq!(c.authorize(Role::Client, None, Some("bill")), Ok(()), "snowflake has no tag");
         assert_eq!(c.authorize(Role::Client, Some("order"), Some("every")), Ok(()));
         assert_eq!(c.authorize(Role::Client, Some("order"), Some("admin")), Ok(()), "admin takes IDs");
-        assert_eq!(c.authorize(Role::Client, Some("order"), Some("peer")), Err(Refusal::Role));
-        assert_eq!(c.authorize(Role::Client, Some("order"), Some("nope")), Err(Refusal::Unknown));
+        assert_eq!(c.authorize(Role::Client, Some("order"), Some("peer")), Err(AuthRefusal::Role));
+        assert_eq!(c.authorize(Role::Client, Some("order"), Some("nope")), Err(AuthRefusal::Unknown));
     }
 
     #[test]
@@ -266,7 +266,7 @@ mod tests {
         let c = Credentials { admin: Some(Secret::new("admin")), ..Credentials::default() };
         assert_eq!(c.authorize(Role::Client, Some("order"), None), Ok(()));
         assert_eq!(c.authorize(Role::Peer, None, Some("whatever")), Ok(()));
-        assert_eq!(c.authorize(Role::Admin, None, None), Err(Refusal::Missing));
+        assert_eq!(c.authorize(Role::Admin, None, None), Err(AuthRefusal::Missing));
     }
 
     #[test]

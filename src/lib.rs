@@ -38,6 +38,7 @@ pub mod backup;
 pub mod bootstrap;
 pub mod cli;
 pub mod clock;
+pub mod clock_verdict;
 pub mod cluster;
 pub mod config;
 pub mod connections;

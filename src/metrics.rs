@@ -41,7 +41,7 @@ pub struct RequestLabels {
 pub struct RefusalLabels {
     /// A route template, as in `http_requests`.
     pub route: &'static str,
-    /// One of `credentials::Refusal::reason`'s few values.
+    /// One of `credentials::AuthRefusal::reason`'s few values.
     pub reason: &'static str,
 }
 

@@ -22,7 +22,7 @@ use crate::assembly;
 use crate::assembly::Assembled;
 use crate::assembly::Parts;
 use crate::bootstrap;
-use crate::bootstrap::Refusal;
+use crate::bootstrap::BootstrapRefusal;
 use crate::cluster::Cluster;
 use crate::cluster::HttpPeers;
 use crate::cluster::Timeouts;
@@ -73,7 +73,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             Err(RunError(reason))
         }
         () = shutdown => node.stop().await,
-        Some(Refusal(reason)) = async move { refused?.recv().await } => {
+        Some(BootstrapRefusal(reason)) = async move { refused?.recv().await } => {
             node.stop().await?;
             Err(RunError(reason))
         }
@@ -98,8 +98,8 @@ pub struct RunningNode {
     snowflake_stop: tokio::sync::watch::Sender<bool>,
     /// Releases the snowflake worker when told to stop.
     snowflake_task: JoinHandle<()>,
-    /// Answers if this node must not run as a member (see `bootstrap::Refusal`).
-    refused: Option<tokio::sync::mpsc::Receiver<Refusal>>,
+    /// Answers if this node must not run as a member (see `bootstrap::BootstrapRefusal`).
+    refused: Option<tokio::sync::mpsc::Receiver<BootstrapRefusal>>,
     /// Turns to the reason once this node found its own log gone back in time (`raft::amnesia`).
     amnesia: tokio::sync::watch::Receiver<Option<String>>,
 }
@@ -233,7 +233,7 @@ fn spawn_background(
     segments: &Arc<Segments>,
     config: &Config,
     was_empty: bool,
-) -> (Vec<JoinHandle<()>>, tokio::sync::mpsc::Receiver<Refusal>) {
+) -> (Vec<JoinHandle<()>>, tokio::sync::mpsc::Receiver<BootstrapRefusal>) {
     let (refusal_tx, refused) = tokio::sync::mpsc::channel(2);
     let (bootstrap_cluster, bootstrap_config) = (cluster.clone(), config.clone());
     let catch_up = cluster.clone();

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
 use crate::segments::SegmentConfig;
@@ -33,9 +34,10 @@ impl IdServices {
         metrics: Arc<Metrics>,
     ) -> IdServices {
         let segments = Arc::new(Segments::new(cluster.clone(), segments, metrics.clone()));
-        let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake));
-        // Time sequences read snowflake's clock verdict: one peer clock check per node.
-        let timeseq = Arc::new(Timeseq::new(cluster.clone(), snowflakes.clone()));
+        // One clock verdict, which snowflake's upkeep checks and time sequences read.
+        let clock = Arc::new(ClockCheck::new(cluster.clone(), snowflake.max_skew));
+        let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake, clock.clone()));
+        let timeseq = Arc::new(Timeseq::new(cluster.clone(), clock));
         IdServices { metrics, segments, snowflakes, timeseq }
     }
 

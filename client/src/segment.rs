@@ -61,7 +61,7 @@ pub(crate) struct Sizing {
 
 impl Sizing {
     fn policy(&self) -> StepPolicy {
-        StepPolicy { segment_duration: self.duration, max_step: self.max }
+        StepPolicy::leaf(self.duration, self.max)
     }
 }
 

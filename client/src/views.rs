@@ -188,9 +188,9 @@ impl From<SnowflakeLayout> for crate::decode::Layout {
     fn from(layout: SnowflakeLayout) -> crate::decode::Layout {
         crate::decode::Layout {
             epoch_ms: layout.epoch_ms,
-            time_bits: layout.time_bits.into(),
-            worker_bits: layout.worker_bits.into(),
-            sequence_bits: layout.sequence_bits.into(),
+            time_bits: layout.time_bits,
+            worker_bits: layout.worker_bits,
+            sequence_bits: layout.sequence_bits,
         }
     }
 }

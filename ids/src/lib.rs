@@ -2,7 +2,8 @@
 //! they can be property-tested with real threads.
 //!
 //! - [`SegmentBuffer`]: Leaf's double buffer for one tag, an atomic cursor on the hot path.
-//! - [`StepPolicy`]: Leaf's dynamic step (how many IDs the next range asks for).
+//! - [`StepPolicy`]: Leaf's dynamic step (how many IDs the next range asks for), with Leaf's
+//!   thresholds for segment buffers and the sequencer's for monotonic tags.
 //! - [`snowflake`]: the snowflake bit [`Layout`](snowflake::Layout) (compose and decompose) and the
 //!   `Generator` of one held worker.
 //!

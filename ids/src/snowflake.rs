@@ -12,13 +12,18 @@
 /// A clock step back this small is waited out, as Leaf does.
 pub const SMALL_STEP_BACK_MS: u64 = 5;
 
-/// The bit layout of an ID (the engine's own copy of the replicated `raft::SnowflakeLayout`).
+/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
+///
+/// The one definition: the replicated state records this type (`raft::SnowflakeLayout` is a
+/// re-export) and persists it through the field order `leafraft-state`'s `records` fixes, so the
+/// engine itself stays free of serde. The field types are the persisted ones: change none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// Unix milliseconds of timestamp zero.
     pub epoch_ms: u64,
-    pub time_bits: u32,
-    pub worker_bits: u32,
-    pub sequence_bits: u32,
+    pub time_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
 }
 
 /// An ID taken apart.
@@ -31,6 +36,32 @@ pub struct Parts {
 }
 
 impl Layout {
+    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
+    pub const LEAF: Layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+
+    /// The shortest span the time bits must cover.
+    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
+
+    /// Whether a layout may be recorded: the bits add up to 63, 1 to 20 worker bits, at least one
+    /// sequence bit and time bits that cover [`Layout::MIN_SPAN_MS`].
+    pub fn validate(&self) -> Result<(), String> {
+        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
+        if total != 63 {
+            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
+        }
+        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
+            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
+        }
+        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
+            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
+        }
+        Ok(())
+    }
+
+    pub fn n_workers(&self) -> u64 {
+        1u64 << self.worker_bits
+    }
+
     pub fn max_sequence(&self) -> u64 {
         (1u64 << self.sequence_bits) - 1
     }
@@ -64,9 +95,9 @@ impl Layout {
     }
 }
 
-/// Why no ID was issued.
+/// Why the generator issued no ID (a clock step back, or the end of the committed window).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum GeneratorRefusal {
     /// The clock is behind by at most `SMALL_STEP_BACK_MS`: wait this long and ask again.
     Wait { ms: u64 },
     /// The clock is behind by more than the allowance.
@@ -132,17 +163,17 @@ impl Generator {
     }
 
     /// The next ID at clock reading `now_ms` (Unix ms).
-    pub fn next(&mut self, now_ms: u64) -> Result<u64, Refusal> {
+    pub fn next(&mut self, now_ms: u64) -> Result<u64, GeneratorRefusal> {
         let behind = self.last_clock_ms.saturating_sub(now_ms);
         let clock = if behind == 0 {
             now_ms
         } else if behind <= SMALL_STEP_BACK_MS {
-            return Err(Refusal::Wait { ms: behind });
+            return Err(GeneratorRefusal::Wait { ms: behind });
         } else if behind <= self.max_backward_ms {
             // Serve from the last timestamp, borrowing ahead inside the window.
             0
         } else {
-            return Err(Refusal::ClockBackwards { behind_ms: behind });
+            return Err(GeneratorRefusal::ClockBackwards { behind_ms: behind });
         };
         let base = clock.max(self.floor_ms);
         let (ts, sequence) = match self.last {
@@ -156,12 +187,12 @@ impl Generator {
             _ => (base, self.first_sequence()),
         };
         if ts > self.window_end_ms {
-            return Err(Refusal::WindowExhausted);
+            return Err(GeneratorRefusal::WindowExhausted);
         }
         let id = self
             .layout
             .compose(Parts { timestamp_ms: ts, worker: self.worker, sequence })
-            .ok_or(Refusal::WindowExhausted)?;
+            .ok_or(GeneratorRefusal::WindowExhausted)?;
         self.last = Some((ts, sequence));
         // Only a reading that issued an ID counts: one refused past the window (a clock jumped
         // ahead) must not make the corrected clock look like a step back.

@@ -24,8 +24,8 @@ use raft::network::PeerIdentity;
 
 use super::path_tag::PathTag;
 use super::path_tag::TagName;
+use crate::credentials::AuthRefusal;
 use crate::credentials::Credentials;
-use crate::credentials::Refusal;
 use crate::credentials::Role;
 use crate::error::Error;
 use crate::error::ErrorCode;
@@ -127,25 +127,25 @@ pub fn bearer(value: &str) -> Option<&str> {
 
 /// With `--peer-ca`: the connection's client certificate (already verified against the CA by the
 /// handshake) must name the node the identity headers say sent the request.
-fn check_peer_certificate(request: &Request) -> Result<(), Refusal> {
+fn check_peer_certificate(request: &Request) -> Result<(), AuthRefusal> {
     let certificate = request
         .extensions()
         .get::<ConnectInfo<PeerInfo>>()
         .and_then(|info| info.0.certificate.clone())
-        .ok_or(Refusal::NoCertificate)?;
+        .ok_or(AuthRefusal::NoCertificate)?;
     let claimed = match PeerIdentity::from_headers(request.headers()) {
         Ok(Some(peer)) => peer.node_id,
-        _ => return Err(Refusal::CertificateMismatch),
+        _ => return Err(AuthRefusal::CertificateMismatch),
     };
     if crate::tls::names_node(&certificate, claimed) {
         Ok(())
     } else {
-        Err(Refusal::CertificateMismatch)
+        Err(AuthRefusal::CertificateMismatch)
     }
 }
 
 /// The answer to a refused request.
-pub fn refused(refusal: Refusal, leaf: bool) -> Response {
+pub fn refused(refusal: AuthRefusal, leaf: bool) -> Response {
     let (status, code) = if refusal.is_unauthorized() {
         (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
     } else {
@@ -196,10 +196,10 @@ mod tests {
 
     #[test]
     fn refusals_are_401_or_403_and_leaf_paths_answer_leafs_body() {
-        assert_eq!(refused(Refusal::Missing, false).status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(refused(Refusal::Unknown, true).status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(refused(Refusal::Tag, true).status(), StatusCode::FORBIDDEN);
-        assert_eq!(refused(Refusal::Role, false).status(), StatusCode::FORBIDDEN);
-        assert_eq!(refused(Refusal::CertificateMismatch, false).status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused(AuthRefusal::Missing, false).status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused(AuthRefusal::Unknown, true).status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(refused(AuthRefusal::Tag, true).status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused(AuthRefusal::Role, false).status(), StatusCode::FORBIDDEN);
+        assert_eq!(refused(AuthRefusal::CertificateMismatch, false).status(), StatusCode::FORBIDDEN);
     }
 }

@@ -37,6 +37,13 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, Error> {
 /// How many IDs a request may ask for (`count`), as the ID services bound it.
 pub const MAX_COUNT: u64 = crate::segments::MAX_COUNT;
 
+/// `?count=N` of the ID endpoints (`count` below says what it accepts).
+#[derive(Debug, Deserialize)]
+pub struct CountParams {
+    #[serde(default, deserialize_with = "count")]
+    pub count: Option<u64>,
+}
+
 /// `count` in a query string: an integer from 1 to [`MAX_COUNT`], said so when it is not one
 /// (instead of "invalid digit found in string"). The range itself is checked where it is used.
 pub fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {

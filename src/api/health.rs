@@ -51,7 +51,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
                 (None, Some(worker)) => json!({"ready": true, "worker_id": worker}),
                 (None, None) => json!({"ready": false, "reason": "no worker acquired yet"}),
             };
-            let timeseq = match state.snowflakes.clock_refusal() {
+            let timeseq = match state.timeseq.clock().refusal() {
                 None => json!({"ready": true}),
                 Some(refused) => json!({"ready": false, "reason": refused.message}),
             };

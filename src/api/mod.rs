@@ -15,6 +15,7 @@ pub mod openapi;
 mod path_tag;
 mod peer;
 mod pin;
+mod respond;
 mod schemas;
 mod segments;
 mod snowflakes;
@@ -48,8 +49,6 @@ pub use tags::TagView;
 pub use tags::UpdateTag;
 pub use timeseq::DecodedTimeseqId;
 pub use timeseq::TimeseqIds;
-
-pub use tags::rfc3339;
 
 /// Everything handlers share, behind one `Arc`: each request's `State` extraction clones it, and
 /// one reference count is cheaper to move between cores than one per service.

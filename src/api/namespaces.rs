@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::api::body;
-use crate::api::rfc3339;
+use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;

@@ -21,7 +21,7 @@ pub struct SegmentIds {
 pub struct SegmentRanges {
     #[schema(example = "order")]
     pub tag: String,
-    pub ranges: Vec<crate::api::tags::RangeView>,
+    pub ranges: Vec<crate::api::respond::RangeView>,
 }
 
 /// `GET /v1/snowflake`: snowflake IDs as decimal strings.

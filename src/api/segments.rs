@@ -7,39 +7,20 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::Query;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::response::Response;
-use serde::Deserialize;
 
 use crate::api::body;
+use crate::api::body::CountParams;
 use crate::api::path_tag::PathTag;
 use crate::api::path_tag::TagName;
+use crate::api::respond::leaf_error;
+use crate::api::respond::leaf_text;
+use crate::api::respond::push_id_list;
 use crate::api::AppState;
 use crate::engine::IdRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
-
-#[derive(Debug, Deserialize)]
-pub struct CountParams {
-    #[serde(default, deserialize_with = "body::count")]
-    pub count: Option<u64>,
-}
-
-/// Appends `"ids":["1","2",...]` (IDs as decimal strings: JavaScript loses precision above 2^53).
-pub fn push_id_list(out: &mut String, ids: impl Iterator<Item = u64>) {
-    let mut buffer = itoa::Buffer::new();
-    out.push_str("\"ids\":[");
-    for (i, id) in ids.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push('"');
-        out.push_str(buffer.format(id));
-        out.push('"');
-    }
-    out.push(']');
-}
 
 /// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
 /// leafraft's for an exhausted tag.
@@ -50,16 +31,6 @@ pub fn leaf_segment_code(code: ErrorCode) -> i32 {
         ErrorCode::TagExhausted => -5,
         _ => -1,
     }
-}
-
-/// An error exactly as Leaf answers it: HTTP 500, `Result{id=-N, status=EXCEPTION}`.
-pub fn leaf_error(id: i32) -> Response {
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
-        format!("Result{{id={id}, status=EXCEPTION}}"),
-    )
-        .into_response()
 }
 
 /// One segment ID as text, as Leaf's `/api/segment/get/{key}`.
@@ -82,7 +53,7 @@ pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
     match state.segments.next_id(tag.as_str()).await {
         Ok(id) => {
             let mut buffer = itoa::Buffer::new();
-            ([(CONTENT_TYPE, "text/plain; charset=utf-8")], buffer.format(id).to_string()).into_response()
+            leaf_text(buffer.format(id).to_string())
         }
         Err(e) => leaf_error(leaf_segment_code(e.code)),
     }

@@ -14,9 +14,11 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::api::body;
-use crate::api::segments::leaf_error;
-use crate::api::segments::push_id_list;
-use crate::api::segments::CountParams;
+use crate::api::body::CountParams;
+use crate::api::respond::leaf_error;
+use crate::api::respond::leaf_text;
+use crate::api::respond::push_id_list;
+use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
@@ -49,7 +51,7 @@ fn leaf_snowflake_code(error: &Error) -> i32 {
 pub async fn leaf_get(State(state): State<AppState>, _key: Result<Path<String>, PathRejection>) -> Response {
     match state.snowflakes.next_ids(1).await {
         Ok(ids) => match ids.first() {
-            Some(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id.to_string()).into_response(),
+            Some(id) => leaf_text(id.to_string()),
             None => leaf_error(-1),
         },
         Err(e) => leaf_error(leaf_snowflake_code(&e)),
@@ -124,7 +126,7 @@ pub async fn decode(
     Ok(Json(Decoded {
         id: id.to_string(),
         timestamp_ms: parts.timestamp_ms,
-        time: crate::api::rfc3339(parts.timestamp_ms),
+        time: rfc3339(parts.timestamp_ms),
         worker_id: parts.worker,
         sequence: parts.sequence,
     }))
@@ -155,7 +157,7 @@ pub async fn leaf_decode(
 ) -> Result<Json<serde_json::Value>, Error> {
     let id = parse_id(&body::query(params)?.snowflake_id)?;
     let parts = state.snowflakes.decode_layout().decompose(id);
-    let time = crate::api::rfc3339(parts.timestamp_ms);
+    let time = rfc3339(parts.timestamp_ms);
     let time = time.trim_end_matches('Z').replacen('T', " ", 1);
     Ok(Json(serde_json::json!({
         "timestamp": format!("{}({time})", parts.timestamp_ms),
@@ -178,6 +180,7 @@ pub struct WorkerView {
 pub struct WorkersView {
     /// The layout recorded in the cluster (null until the first node serving snowflake records it).
     #[schema(value_type = Option<crate::api::schemas::SnowflakeLayout>)]
+    #[serde(with = "raft::records::optional_snowflake_layout")]
     pub layout: Option<raft::SnowflakeLayout>,
     pub workers: Vec<WorkerView>,
     /// This node's snowflake state (its worker, window, clock check).

@@ -161,7 +161,7 @@ fn header(page: &Page) -> Markup {
                 Ok(()) => span.pill.ok #ready { "ready" },
                 Err(reason) => { span.pill.bad #ready { "not ready" } span { (reason) } },
             }
-            span.muted { "v" (page.version) " · " (crate::api::rfc3339(page.now_ms)) " · reloads every 2 s" }
+            span.muted { "v" (page.version) " · " (crate::api::respond::rfc3339(page.now_ms)) " · reloads every 2 s" }
         }
     }
 }
@@ -274,7 +274,7 @@ fn relative(now_ms: u64, at_ms: u64) -> String {
 /// on hover.
 pub(super) fn instant(now_ms: u64, at_ms: u64) -> Markup {
     const DAY_MS: u64 = 24 * 3600 * 1000;
-    let exact = crate::api::rfc3339(at_ms);
+    let exact = crate::api::respond::rfc3339(at_ms);
     html! {
         @if at_ms == 0 {
             "–"

@@ -1,8 +1,5 @@
 //! `/v1/tags`: create, list, get and change tags.
 
-use std::time::Duration;
-use std::time::UNIX_EPOCH;
-
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::rejection::QueryRejection;
@@ -16,9 +13,10 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::body::MaxId;
+use crate::api::respond::rfc3339;
+use crate::api::respond::RangeView;
 use crate::api::AppState;
 use crate::clock::now_ms;
-use crate::engine::IdRange;
 use crate::error::Error;
 use crate::segments::BufferState;
 use raft::Request;
@@ -107,19 +105,6 @@ impl From<BufferState> for BufferView {
     }
 }
 
-/// A half-open range `[start, end)` of IDs as decimal strings.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct RangeView {
-    pub start: String,
-    pub end: String,
-}
-
-impl From<IdRange> for RangeView {
-    fn from(range: IdRange) -> RangeView {
-        RangeView { start: range.start.to_string(), end: range.end.to_string() }
-    }
-}
-
 /// A tag as the API shows it: `max_id` as a decimal string, times in RFC 3339.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagView {
@@ -148,22 +133,6 @@ impl TagView {
             buffers: None,
         }
     }
-}
-
-/// The last millisecond of year 9999, the latest time RFC 3339 (four-digit years) can write.
-const LAST_RFC3339_MS: u64 = 253_402_300_799_999;
-
-/// A Unix-ms time as RFC 3339 in UTC with milliseconds. Later than year 9999 (reachable through a
-/// snowflake layout or a hostile command), ISO 8601's expanded form with a signed year
-/// (`+12000-01-01T00:00:00.000Z`); past what a calendar library holds (year 262,143), a note.
-pub fn rfc3339(ms: u64) -> String {
-    if ms <= LAST_RFC3339_MS {
-        return humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string();
-    }
-    i64::try_from(ms).ok().and_then(chrono::DateTime::from_timestamp_millis).map_or_else(
-        || "(after year 262143)".to_string(),
-        |time| time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -377,19 +346,5 @@ fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
         Response::Tag { tag, record } => Ok(TagView::new(&tag, &record)),
         Response::Rejected(rejection) => Err(Error::from_rejection(tag, &rejection)),
         other => Err(Error::no_leader(format!("unexpected answer to a tag write: {other:?}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_after_year_9999_are_written_not_panicked_on() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(LAST_RFC3339_MS), "9999-12-31T23:59:59.999Z");
-        assert_eq!(rfc3339(LAST_RFC3339_MS + 1), "+10000-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(316_516_204_800_000), "+12000-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(u64::MAX), "(after year 262143)");
     }
 }

@@ -6,7 +6,6 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::Path;
 use axum::extract::Query;
 use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::Json;
@@ -16,8 +15,9 @@ use serde::Serialize;
 use crate::api::body;
 use crate::api::namespaces;
 use crate::api::path_tag::PathTag;
-use crate::api::rfc3339;
-use crate::api::segments::leaf_error;
+use crate::api::respond::leaf_error;
+use crate::api::respond::leaf_text;
+use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::engine::timeseq::layout::check_prefix;
 use crate::engine::timeseq::Layout;
@@ -165,7 +165,7 @@ pub async fn leaf_get(
         return leaf_error(-2);
     };
     match next_one(&state, namespace.as_str(), &params).await {
-        Ok(id) => ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id).into_response(),
+        Ok(id) => leaf_text(id),
         Err(e) => leaf_error(leaf_timeseq_code(e.code)),
     }
 }

@@ -35,16 +35,24 @@ use tokio::time::Instant;
 use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
+use crate::engine::step::Bounds;
 use crate::engine::IdRange;
+use crate::engine::StepPolicy;
 use crate::error::Error;
 
 /// The most takes one confirmation answers; more wait for the next round.
 const MAX_BATCH: usize = 4096;
 /// Bounds of the range a claim asks for: the tag's step at least, `MAX_STEP` at most.
 const MAX_STEP: u64 = raft::tag::MAX_STEP;
-/// A range used up faster than this doubles the next claim; slower than `SLOW`, it halves.
-const FAST: Duration = Duration::from_secs(1);
-const SLOW: Duration = Duration::from_secs(30);
+/// Leaf's dynamic step on a shorter clock, within `[tag step, MAX_STEP]`: a range used up in less
+/// than a second doubles the next claim, one that lasted longer than 30 s halves it (`halve_from`
+/// is the first `Duration` past 30 s).
+const STEP_POLICY: StepPolicy = StepPolicy {
+    double_below: Duration::from_secs(1),
+    halve_from: Duration::from_nanos(30_000_000_001),
+    max_step: MAX_STEP,
+    bounds: Bounds::Clamp,
+};
 
 /// Why a take was not answered with IDs.
 #[derive(Debug, Clone)]
@@ -247,13 +255,7 @@ impl Driver {
         let (step, missing) = match self.tags.get_mut(tag) {
             None => (configured, needed),
             Some(lane) => {
-                let lasted = lane.claimed_at.elapsed();
-                lane.step = match lasted {
-                    lasted if lasted < FAST => lane.step.saturating_mul(2),
-                    lasted if lasted > SLOW => lane.step / 2,
-                    _ => lane.step,
-                }
-                .clamp(configured, MAX_STEP);
+                lane.step = STEP_POLICY.next_step(configured, Some((lane.step, lane.claimed_at.elapsed())));
                 (lane.step, needed.saturating_sub(lane.available()))
             }
         };

@@ -17,11 +17,11 @@ pub(super) fn resolve_segments(layers: &Settings) -> Result<SegmentConfig, Strin
     let segment_duration = match layers.segment_duration_ms {
         Some(0) => return Err("--segment-duration-ms must be above 0".into()),
         Some(ms) => Duration::from_millis(ms),
-        None => StepPolicy::LEAF.segment_duration,
+        None => StepPolicy::LEAF.double_below,
     };
     Ok(SegmentConfig {
         wait: Duration::from_millis(layers.segment_wait_ms.unwrap_or(100)),
-        step_policy: StepPolicy { segment_duration, ..StepPolicy::LEAF },
+        step_policy: StepPolicy::leaf(segment_duration, StepPolicy::LEAF.max_step),
         preload: layers.preload.unwrap_or(false),
         idle: match layers.segment_idle_ms.unwrap_or(DEFAULT_SEGMENT_IDLE_MS) {
             0 => None,

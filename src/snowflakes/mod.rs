@@ -17,17 +17,16 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde::Serialize;
 
-mod clock_check;
-
-use self::clock_check::ClockVerdict;
 mod lease;
 
 use crate::clock::millis;
 use crate::clock::now_ms;
+use crate::clock_verdict::ClockCheck;
+use crate::clock_verdict::ClockVerdict;
 use crate::cluster::Cluster;
 use crate::engine::snowflake::Generator;
+use crate::engine::snowflake::GeneratorRefusal;
 use crate::engine::snowflake::Layout;
-use crate::engine::snowflake::Refusal;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::SnowflakeLayout;
@@ -87,11 +86,8 @@ fn lease_validity(lease: Duration, max_skew: Duration, window: Duration) -> Dura
 #[derive(Default)]
 struct State {
     holding: Option<Holding>,
-    /// Set by the clock check or a layout mismatch: the hot path answers this error.
+    /// Set by the clock verdict or a layout mismatch: the hot path answers this error.
     refused: Option<Error>,
-    clock_offset_ms: Option<i64>,
-    peers_checked: usize,
-    clock_checks: u64,
     layout_agreed: bool,
     stopped: bool,
 }
@@ -108,7 +104,7 @@ impl State {
         State { refused: Some(unchecked), ..State::default() }
     }
 
-    /// Records the verdict of a clock check; answers whether a worker may be acquired or
+    /// Applies the verdict of a clock check; answers whether a worker may be acquired or
     /// extended now.
     fn record_verdict(&mut self, verdict: ClockVerdict) -> bool {
         match verdict {
@@ -116,7 +112,6 @@ impl State {
             ClockVerdict::Refuse(error) => self.refused = Some(error),
             ClockVerdict::Keep => {}
         }
-        self.clock_checks += 1;
         !self.stopped && self.refused.is_none()
     }
 }
@@ -127,29 +122,19 @@ pub struct Snowflakes {
     layout: Layout,
     state: Mutex<State>,
     issued: AtomicU64,
-    /// Turns true once the first peer clock check has given its verdict (time sequences wait
-    /// for it rather than refusing in a node's first moments).
-    clock_checked: tokio::sync::watch::Sender<bool>,
-}
-
-pub fn engine_layout(layout: &SnowflakeLayout) -> Layout {
-    Layout {
-        epoch_ms: layout.epoch_ms,
-        time_bits: u32::from(layout.time_bits),
-        worker_bits: u32::from(layout.worker_bits),
-        sequence_bits: u32::from(layout.sequence_bits),
-    }
+    /// The clock verdict, which this service's upkeep checks and time sequences share.
+    clock: Arc<ClockCheck>,
 }
 
 impl Snowflakes {
-    pub fn new(cluster: Arc<Cluster>, config: SnowflakeConfig) -> Snowflakes {
+    pub fn new(cluster: Arc<Cluster>, config: SnowflakeConfig, clock: Arc<ClockCheck>) -> Snowflakes {
         Snowflakes {
             cluster,
-            layout: engine_layout(&config.layout),
+            layout: config.layout,
             config,
             state: Mutex::new(State::at_start()),
             issued: AtomicU64::new(0),
-            clock_checked: tokio::sync::watch::Sender::new(false),
+            clock,
         }
     }
 
@@ -160,7 +145,7 @@ impl Snowflakes {
 
     /// The layout IDs are decoded with: the one the cluster recorded, else this node's.
     pub fn decode_layout(&self) -> Layout {
-        self.cluster.read(|sm| sm.snowflake.layout).map_or(self.layout, |layout| engine_layout(&layout))
+        self.cluster.read(|sm| sm.snowflake.layout).unwrap_or(self.layout)
     }
 
     pub fn layout(&self) -> Layout {
@@ -206,19 +191,19 @@ impl Snowflakes {
             };
             match refusal {
                 None => break,
-                Some(Refusal::Wait { ms }) if !waited => {
+                Some(GeneratorRefusal::Wait { ms }) if !waited => {
                     // Leaf waits out a small step back once; the lock is not held while waiting.
                     waited = true;
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }
-                Some(Refusal::Wait { ms }) => {
+                Some(GeneratorRefusal::Wait { ms }) => {
                     return Err(Error::new(
                         ErrorCode::ClockBackwards,
                         format!("the clock is still {ms} ms behind the last ID after waiting"),
                     )
                     .with_leaf_code(-1));
                 }
-                Some(Refusal::ClockBackwards { behind_ms }) => {
+                Some(GeneratorRefusal::ClockBackwards { behind_ms }) => {
                     return Err(Error::new(
                         ErrorCode::ClockBackwards,
                         format!(
@@ -227,7 +212,7 @@ impl Snowflakes {
                         ),
                     ));
                 }
-                Some(Refusal::WindowExhausted) => {
+                Some(GeneratorRefusal::WindowExhausted) => {
                     return Err(Error::new(
                         ErrorCode::WorkerUnavailable,
                         "the committed time window is used up and could not be extended (no quorum?)",
@@ -239,37 +224,18 @@ impl Snowflakes {
         Ok(ids)
     }
 
-    /// The verdict of the last peer clock check, which time sequences share: `None` while this
-    /// node's clock is confirmed by a majority of the members.
-    pub fn clock_refusal(&self) -> Option<Error> {
-        let state = self.lock();
-        if state.clock_checks == 0 {
-            return Some(Error::new(
-                ErrorCode::ClockUnchecked,
-                "this node's clock has not been compared with its peers' yet; retry shortly",
-            ));
-        }
-        state.refused.clone().filter(|refused| refused.code == ErrorCode::ClockBackwards)
-    }
-
-    /// Waits until the first peer clock check has given its verdict ([`Snowflakes::clock_refusal`]
-    /// then answers it).
-    pub async fn clock_checked(&self) {
-        let mut checked = self.clock_checked.subscribe();
-        let _ = checked.wait_for(|checked| *checked).await;
-    }
-
     pub fn status(&self) -> SnowflakeStatus {
+        let clock = self.clock.status();
         let state = self.lock();
         SnowflakeStatus {
             worker_id: state.holding.as_ref().map(|h| h.worker),
             epoch: state.holding.as_ref().map(|h| h.epoch),
             window_end_ms: state.holding.as_ref().map(|h| h.generator.window_end_ms()),
             refused: state.refused.as_ref().map(|e| e.message.clone()),
-            clock_offset_ms: state.clock_offset_ms,
-            peers_checked: state.peers_checked,
+            clock_offset_ms: clock.offset_ms,
+            peers_checked: clock.peers_checked,
             ids_issued: self.issued.load(Ordering::Relaxed),
-            clock_checks: state.clock_checks,
+            clock_checks: clock.checks,
         }
     }
 

@@ -80,7 +80,7 @@ impl Timeseq {
     /// claims the next second's range for every namespace in use.
     pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
-            self.clock_refused.store(self.snowflakes.clock_refusal().map(Arc::new));
+            self.clock_refused.store(self.clock.refusal().map(Arc::new));
             let now = now_ms();
             for ns in self.holders.load().values() {
                 roll_rate(ns, now);

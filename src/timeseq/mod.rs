@@ -6,7 +6,8 @@
 //! 1. A sequence is handed out only from the `Response::TimeseqRange` of a committed and applied
 //!    claim (`claims.rs` is the only installer), never from an unclaimed or random one.
 //! 2. A range is served only during its own second on this node's clock (`RangeHolder`), and only
-//!    while the peer clock check snowflake runs confirms this node's clock.
+//!    while the clock verdict (`crate::clock_verdict`, shared with snowflake) confirms this
+//!    node's clock.
 //! 3. A request waits at most `MAX_WAIT` (one second) for a range, then fails clearly.
 
 mod claims;
@@ -23,6 +24,7 @@ use arc_swap::ArcSwapOption;
 use tokio::sync::Notify;
 
 use crate::clock::now_ms;
+use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::engine::timeseq::Advance;
 use crate::engine::timeseq::Layout;
@@ -32,7 +34,6 @@ use crate::engine::timeseq::RangeSizer;
 use crate::engine::timeseq::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use crate::snowflakes::Snowflakes;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -125,7 +126,8 @@ pub struct NamespaceState {
 
 pub struct Timeseq {
     cluster: Arc<Cluster>,
-    snowflakes: Arc<Snowflakes>,
+    /// The clock verdict this node's snowflake upkeep checks: one peer clock check per node.
+    clock: Arc<ClockCheck>,
     holders: ArcSwap<HashMap<String, Arc<NamespaceHolder>>>,
     insert: Mutex<()>,
     /// The peer clock check's refusal, copied in by `maintain` so the hot path reads no lock.
@@ -134,19 +136,24 @@ pub struct Timeseq {
 }
 
 impl Timeseq {
-    pub fn new(cluster: Arc<Cluster>, snowflakes: Arc<Snowflakes>) -> Timeseq {
+    pub fn new(cluster: Arc<Cluster>, clock: Arc<ClockCheck>) -> Timeseq {
         let unchecked = Error::new(
             ErrorCode::ClockUnchecked,
             "this node's clock has not been compared with its peers' yet; retry shortly",
         );
         Timeseq {
             cluster,
-            snowflakes,
+            clock,
             holders: ArcSwap::default(),
             insert: Mutex::new(()),
             clock_refused: ArcSwapOption::from_pointee(unchecked),
             counters: TimeseqCounters::default(),
         }
+    }
+
+    /// The clock verdict time sequences are served under.
+    pub fn clock(&self) -> &ClockCheck {
+        &self.clock
     }
 
     /// The layout of namespace `name`: fixed at creation, so the copy a holder keeps answers
@@ -260,8 +267,8 @@ impl Timeseq {
         if !unchecked(self.clock_refused.load().as_deref()) {
             return;
         }
-        let _ = tokio::time::timeout(MAX_WAIT, self.snowflakes.clock_checked()).await;
-        let verdict = self.snowflakes.clock_refusal();
+        let _ = tokio::time::timeout(MAX_WAIT, self.clock.first_checked()).await;
+        let verdict = self.clock.refusal();
         if !unchecked(verdict.as_ref()) {
             self.clock_refused.store(verdict.map(Arc::new));
         }

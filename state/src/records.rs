@@ -56,40 +56,56 @@ impl TagMode {
     }
 }
 
-/// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnowflakeLayout {
-    /// Unix milliseconds of timestamp zero.
+/// How snowflake IDs are laid out: the engine's own type (`leafraft_ids::snowflake::Layout`, its
+/// one definition, with the rules a recorded layout passes), persisted in the field order below.
+pub use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+
+/// The persisted shape of a [`SnowflakeLayout`] (bincode is positional: this order is the
+/// format). serde's `remote` derive checks it against the type: a field renamed, retyped, added or
+/// removed there does not compile here. Fields holding a layout name it with
+/// `#[serde(with = "snowflake_layout")]`, or `optional_snowflake_layout` for an `Option`.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "SnowflakeLayout")]
+pub struct SnowflakeLayoutShape {
     pub epoch_ms: u64,
     pub time_bits: u8,
     pub worker_bits: u8,
     pub sequence_bits: u8,
 }
 
-impl SnowflakeLayout {
-    /// Leaf's and Twitter's: `twepoch` 1288834974657, 41 + 10 + 12 bits.
-    pub const LEAF: SnowflakeLayout =
-        SnowflakeLayout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
+/// `#[serde(with = "snowflake_layout")]`: a [`SnowflakeLayout`] in its persisted shape.
+pub mod snowflake_layout {
+    pub use super::SnowflakeLayoutShape as Shape;
 
-    /// The shortest span the time bits must cover.
-    pub const MIN_SPAN_MS: u64 = 30 * 365 * 24 * 3600 * 1000;
-
-    pub fn validate(&self) -> Result<(), String> {
-        let total = u32::from(self.time_bits) + u32::from(self.worker_bits) + u32::from(self.sequence_bits);
-        if total != 63 {
-            return Err(format!("time, worker and sequence bits must add up to 63, they add up to {total}"));
-        }
-        if self.worker_bits == 0 || self.sequence_bits == 0 || self.worker_bits > 20 {
-            return Err("worker bits must be 1 to 20 and sequence bits at least 1".into());
-        }
-        if self.time_bits < 64 && (1u64 << self.time_bits) < Self::MIN_SPAN_MS {
-            return Err(format!("{} time bits cover less than 30 years", self.time_bits));
-        }
-        Ok(())
+    pub fn serialize<S: serde::Serializer>(layout: &super::SnowflakeLayout, serializer: S) -> Result<S::Ok, S::Error> {
+        Shape::serialize(layout, serializer)
     }
 
-    pub fn n_workers(&self) -> u64 {
-        1u64 << self.worker_bits
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<super::SnowflakeLayout, D::Error> {
+        Shape::deserialize(deserializer)
+    }
+}
+
+/// `#[serde(with = "optional_snowflake_layout")]`: an `Option<SnowflakeLayout>`, encoded as the
+/// option of the persisted shape (a newtype adds no bytes in bincode or JSON).
+pub mod optional_snowflake_layout {
+    use serde::Deserialize;
+    use serde::Serialize;
+
+    use super::SnowflakeLayout;
+
+    #[derive(Serialize)]
+    struct Out<'a>(#[serde(with = "super::snowflake_layout")] &'a SnowflakeLayout);
+
+    #[derive(Deserialize)]
+    struct In(#[serde(with = "super::snowflake_layout")] SnowflakeLayout);
+
+    pub fn serialize<S: serde::Serializer>(layout: &Option<SnowflakeLayout>, serializer: S) -> Result<S::Ok, S::Error> {
+        layout.as_ref().map(Out).serialize(serializer)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<SnowflakeLayout>, D::Error> {
+        Ok(Option::<In>::deserialize(deserializer)?.map(|In(layout)| layout))
     }
 }
 

@@ -31,7 +31,10 @@ pub enum Request {
     /// only claim that can end at `expected_max_id` while `max_id` equals it is the releaser's.
     ReleaseSegment { tag: String, from: u64, expected_max_id: u64 },
     /// Records the snowflake layout if none is recorded yet; answers the recorded one.
-    SetSnowflakeLayout { layout: SnowflakeLayout },
+    SetSnowflakeLayout {
+        #[serde(with = "crate::records::snowflake_layout")]
+        layout: SnowflakeLayout,
+    },
     /// Gives `node` a worker lease with a window of `window_ms` past `max(now_ms, floor)`.
     AcquireWorker { node: NodeId, now_ms: u64, lease_ms: u64, window_ms: u64 },
     /// Moves a lease's window forward, only while `epoch` holds.
@@ -46,7 +49,12 @@ pub enum Request {
     /// (their `max_id` already raised by the safety margin), the snowflake layout, and the floor
     /// below which no worker's holding starts. Applies only while the state holds no tag and no
     /// worker, so it can never lower anything a running cluster handed out.
-    Restore { tags: BTreeMap<String, TagRecord>, layout: Option<SnowflakeLayout>, snowflake_floor_ms: u64 },
+    Restore {
+        tags: BTreeMap<String, TagRecord>,
+        #[serde(with = "crate::records::optional_snowflake_layout")]
+        layout: Option<SnowflakeLayout>,
+        snowflake_floor_ms: u64,
+    },
     /// `CreateTag` and `SetTagMode` in one entry, so a tag created monotonic is never a segment
     /// tag that nodes could claim ranges of, not even between two entries.
     CreateTagInMode { tag: String, max_id: u64, step: u64, description: String, now_ms: u64, mode: TagMode },
@@ -183,7 +191,7 @@ pub enum Response {
     /// The request was valid to propose but the state did not allow it; nothing changed.
     Rejected(Rejection),
     /// The snowflake layout recorded in the cluster.
-    SnowflakeLayout(SnowflakeLayout),
+    SnowflakeLayout(#[serde(with = "crate::records::snowflake_layout")] SnowflakeLayout),
     /// A worker lease: IDs with timestamps in `[floor_ms, window_end_ms]` (Unix ms).
     WorkerAcquired {
         worker: u32,

@@ -46,6 +46,7 @@ pub struct WorkerLease {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnowflakeRegistry {
     /// Recorded by the first node that asks; never changes afterwards.
+    #[serde(with = "crate::records::optional_snowflake_layout")]
     pub layout: Option<SnowflakeLayout>,
     pub workers: BTreeMap<u32, WorkerLease>,
     /// Unix ms: no holding of any worker, used before or not, starts below this. 0 except in a

@@ -38,7 +38,7 @@ fn the_window_bounds_borrowing() {
     for _ in 0..4096 {
         generator.next(T0).unwrap();
     }
-    assert_eq!(generator.next(T0), Err(Refusal::WindowExhausted));
+    assert_eq!(generator.next(T0), Err(GeneratorRefusal::WindowExhausted));
     generator.extend_window(T0 + 1);
     assert!(generator.next(T0).is_ok());
 }
@@ -53,11 +53,11 @@ fn a_new_holding_starts_at_its_floor() {
 fn small_steps_back_are_waited_out_larger_ones_borrowed_then_refused() {
     let mut generator = generator(0, T0 + 100_000);
     let first = generator.next(T0 + 10_000).unwrap();
-    assert_eq!(generator.next(T0 + 9_997), Err(Refusal::Wait { ms: 3 }));
+    assert_eq!(generator.next(T0 + 9_997), Err(GeneratorRefusal::Wait { ms: 3 }));
     let borrowed = generator.next(T0 + 9_500).unwrap();
     assert!(borrowed > first);
     assert_eq!(LEAF.decompose(borrowed).timestamp_ms, T0 + 10_000);
-    assert_eq!(generator.next(T0 + 8_999), Err(Refusal::ClockBackwards { behind_ms: 1001 }));
+    assert_eq!(generator.next(T0 + 8_999), Err(GeneratorRefusal::ClockBackwards { behind_ms: 1001 }));
     let later = generator.next(T0 + 10_001).unwrap();
     assert!(later > borrowed);
 }
@@ -67,7 +67,7 @@ fn a_reading_refused_past_the_window_is_not_remembered() {
     let mut generator = generator(0, T0 + 10_000);
     let first = generator.next(T0).unwrap();
     // The clock jumps an hour ahead: refused, nothing issued.
-    assert_eq!(generator.next(T0 + 3_600_000), Err(Refusal::WindowExhausted));
+    assert_eq!(generator.next(T0 + 3_600_000), Err(GeneratorRefusal::WindowExhausted));
     // Set right again, it is not a step back of an hour.
     let next = generator.next(T0 + 1).unwrap();
     assert!(next > first);
@@ -139,9 +139,9 @@ proptest! {
                                 last_id = id;
                                 last_ts = parts.timestamp_ms;
                             }
-                            Err(Refusal::Wait { ms }) => prop_assert!(ms <= SMALL_STEP_BACK_MS),
-                            Err(Refusal::ClockBackwards { behind_ms }) => prop_assert!(behind_ms > 1000),
-                            Err(Refusal::WindowExhausted) => break,
+                            Err(GeneratorRefusal::Wait { ms }) => prop_assert!(ms <= SMALL_STEP_BACK_MS),
+                            Err(GeneratorRefusal::ClockBackwards { behind_ms }) => prop_assert!(behind_ms > 1000),
+                            Err(GeneratorRefusal::WindowExhausted) => break,
                         }
                     }
                 }

@@ -21,8 +21,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::identity::MATCHED_HEADER;
-use super::snapshot_guard::Refusal;
 use super::snapshot_guard::SnapshotGuard;
+use super::snapshot_guard::SnapshotRefusal;
 use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
@@ -207,12 +207,12 @@ async fn snapshot<R: RaftRpc>(raft: R, guard: Arc<SnapshotGuard>, body: Bytes) -
     };
     match guard.admit(&rpc) {
         Ok(()) => reply(SNAPSHOT_PATH, &raft.snapshot(rpc).await),
-        Err(Refusal::Mismatch(mismatch)) => {
+        Err(SnapshotRefusal::Mismatch(mismatch)) => {
             let answer: Result<typ::InstallSnapshotResponse, typ::RaftError<typ::InstallSnapshotError>> =
                 Err(RaftError::APIError(InstallSnapshotError::SnapshotMismatch(mismatch)));
             reply(SNAPSHOT_PATH, &answer)
         }
-        Err(Refusal::Invalid(reason)) => bad_request(SNAPSHOT_PATH, body.len(), reason),
+        Err(SnapshotRefusal::Invalid(reason)) => bad_request(SNAPSHOT_PATH, body.len(), reason),
     }
 }
 

@@ -23,7 +23,7 @@ pub const MAX_SNAPSHOT_BYTES: u64 = crate::codec::MAX_DECODE_BYTES as u64;
 
 /// Why a chunk is not handed to openraft.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum SnapshotRefusal {
     /// The chunk can never be part of a legitimate snapshot: answered 400.
     Invalid(String),
     /// The chunk leaves a gap after what was received: answered as openraft would.
@@ -38,11 +38,11 @@ pub struct SnapshotGuard {
 
 impl SnapshotGuard {
     /// Admits `rpc` (and records its end) or says why not.
-    pub fn admit(&self, rpc: &typ::InstallSnapshotRequest) -> Result<(), Refusal> {
+    pub fn admit(&self, rpc: &typ::InstallSnapshotRequest) -> Result<(), SnapshotRefusal> {
         let id = &rpc.meta.snapshot_id;
         let end = rpc.offset.checked_add(rpc.data.len() as u64).filter(|end| *end <= MAX_SNAPSHOT_BYTES).ok_or_else(
             || {
-                Refusal::Invalid(format!(
+                SnapshotRefusal::Invalid(format!(
                     "snapshot chunk at offset {} with {} bytes ends beyond the {MAX_SNAPSHOT_BYTES}-byte limit",
                     rpc.offset,
                     rpc.data.len()
@@ -59,7 +59,7 @@ impl SnapshotGuard {
                 *received = (*received).max(end);
                 Ok(())
             }
-            _ => Err(Refusal::Mismatch(SnapshotMismatch {
+            _ => Err(SnapshotRefusal::Mismatch(SnapshotMismatch {
                 expect: SnapshotSegmentId { id: id.clone(), offset: 0 },
                 got: SnapshotSegmentId { id: id.clone(), offset: rpc.offset },
             })),
@@ -100,13 +100,13 @@ mod tests {
     #[test]
     fn a_gap_is_a_mismatch_and_a_chunk_beyond_the_limit_is_invalid() {
         let guard = SnapshotGuard::default();
-        assert!(matches!(guard.admit(&chunk("a", 5, 1)), Err(Refusal::Mismatch(_))));
+        assert!(matches!(guard.admit(&chunk("a", 5, 1)), Err(SnapshotRefusal::Mismatch(_))));
         assert_eq!(guard.admit(&chunk("a", 0, 10)), Ok(()));
-        assert!(matches!(guard.admit(&chunk("a", 11, 1)), Err(Refusal::Mismatch(_))));
-        assert!(matches!(guard.admit(&chunk("b", 10, 1)), Err(Refusal::Mismatch(_))));
-        assert!(matches!(guard.admit(&chunk("a", 1 << 60, 1)), Err(Refusal::Invalid(_))));
-        assert!(matches!(guard.admit(&chunk("a", u64::MAX, 1)), Err(Refusal::Invalid(_))));
+        assert!(matches!(guard.admit(&chunk("a", 11, 1)), Err(SnapshotRefusal::Mismatch(_))));
+        assert!(matches!(guard.admit(&chunk("b", 10, 1)), Err(SnapshotRefusal::Mismatch(_))));
+        assert!(matches!(guard.admit(&chunk("a", 1 << 60, 1)), Err(SnapshotRefusal::Invalid(_))));
+        assert!(matches!(guard.admit(&chunk("a", u64::MAX, 1)), Err(SnapshotRefusal::Invalid(_))));
         assert!(matches!(guard.admit(&chunk("a", 0, 0)), Ok(())));
-        assert!(matches!(guard.admit(&chunk("c", MAX_SNAPSHOT_BYTES, 1)), Err(Refusal::Invalid(_))));
+        assert!(matches!(guard.admit(&chunk("c", MAX_SNAPSHOT_BYTES, 1)), Err(SnapshotRefusal::Invalid(_))));
     }
 }

@@ -32,7 +32,7 @@ pub fn section(page: &Page) -> Markup {
         }
         @match &page.layout {
             Some(layout) => p.muted {
-                "Layout: epoch " (crate::api::rfc3339(layout.epoch_ms)) " (" (layout.epoch_ms) " ms), "
+                "Layout: epoch " (crate::api::respond::rfc3339(layout.epoch_ms)) " (" (layout.epoch_ms) " ms), "
                 (layout.time_bits) " time bits, " (layout.worker_bits) " worker bits, "
                 (layout.sequence_bits) " sequence bits; the time bits last "
                 (format!("{:.1}", page.years_left)) " more years."

@@ -6,7 +6,7 @@ use maud::html;
 use maud::Markup;
 
 use crate::api::namespaces::time_zone_name;
-use crate::api::rfc3339;
+use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::engine::timeseq::SecondRange;
 use crate::timeseq::NamespaceState;

@@ -308,7 +308,8 @@ async fn run_once(
     if !workers.is_power_of_two() || !(2..=1024).contains(&workers) {
         bail!("--snowflake-workers must be a power of two from 2 to 1024, got {workers}");
     }
-    let worker_bits = workers.trailing_zeros();
+    // At most 10 (workers is at most 1024): fits the layout's `u8`.
+    let worker_bits = workers.trailing_zeros() as u8;
     let layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits, sequence_bits: 22 - worker_bits };
     // Short leases, so a paused or cut-off holder loses its worker within a run and a node without
     // one takes it over: the path where two holders could overlap.
