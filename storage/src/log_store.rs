@@ -49,18 +49,9 @@ impl LogStore {
     /// newer binary is refused at open rather than at the first read. `local_node`: see
     /// `StoreOptions::local_node`.
     pub(crate) fn open(engine: Arc<Engine>, local_node: Option<u64>) -> Result<LogStore, (&'static str, Error)> {
-        let mut vote = get_meta::<typ::Vote>(&engine, keys::VOTE).map_err(|e| ("vote", e))?;
-        if let Some(resigned) = vote.and_then(|vote| resign_own_leadership(vote, local_node)) {
-            // Synced below with the rest of what the store found.
-            let mut batch = Batch::default();
-            batch.put(keys::VOTE, codec::encode(&resigned).map_err(|e| ("vote", e.into()))?);
-            engine.write(Keyspace::Meta, batch).map_err(|e| ("vote", e.into()))?;
-            info!(
-                term = resigned.leader_id.term,
-                "this node led before it stopped: it starts as a follower and stands for election"
-            );
-            vote = Some(resigned);
-        }
+        let saved = get_meta::<typ::Vote>(&engine, keys::VOTE).map_err(|e| ("vote", e))?;
+        let resigned = saved.and_then(|vote| resign_own_leadership(vote, local_node));
+        let vote = resigned.or(saved);
         let store = LogStore {
             engine,
             durability: Arc::new(LocalDurability::new(local_node)),
@@ -68,6 +59,14 @@ impl LogStore {
         };
         if let Some(vote) = &vote {
             store.durability.voted(vote.leader_id.term);
+        }
+        if let Some(resigned) = &resigned {
+            // Synced below with the rest of what the store found, before Raft starts.
+            store.put_meta(keys::VOTE, resigned).map_err(|e| ("vote", e))?;
+            info!(
+                term = resigned.leader_id.term,
+                "this node led before it stopped: it starts as a follower and stands for election"
+            );
         }
         store.get_meta::<typ::LogId>(keys::COMMITTED).map_err(|e| ("committed log id", e))?;
         let purged = store.get_meta::<typ::LogId>(keys::LAST_PURGED).map_err(|e| ("last purged log id", e))?;

@@ -13,10 +13,7 @@ use std::time::Duration;
 use leafraft_history::duplicates;
 use leafraft_history::overlapping_ranges;
 use leafraft_history::Handed;
-use raft::NamespaceRecord;
 use raft::NodeId;
-use raft::Request;
-use raft::Response;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -79,19 +76,16 @@ impl Histories {
     }
 }
 
-/// Creates the namespace `NAMESPACE` (the server's default layout) through `cluster`'s leader.
-async fn create_namespace(cluster: &TestCluster) {
-    let leader = cluster.leader().await;
-    let record = NamespaceRecord {
-        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
-        utc_offset_s: 0,
-        shard_bits: raft::timeseq::DEFAULT_SHARD_BITS,
-        seq_bits: raft::timeseq::DEFAULT_SEQ_BITS,
-        description: "under a partition".into(),
-        created_at_ms: leafraft::clock::now_ms(),
+/// The running node a client asks next, in turn (`round` counts its requests), or `None` after a
+/// short pause while no node runs.
+async fn next_node(nodes: &fixtures::cluster::Nodes, round: &mut u64) -> Option<(NodeId, fixtures::cluster::Running)> {
+    let running = running(nodes);
+    let Some(picked) = running.get(*round as usize % running.len().max(1)) else {
+        tokio::time::sleep(RETRY_PAUSE).await;
+        return None;
     };
-    let created = cluster.cluster(leader).write(Request::CreateNamespace { namespace: NAMESPACE.into(), record }).await;
-    assert!(matches!(created, Ok(Response::Namespace { .. })), "create the namespace: {created:?}");
+    *round += 1;
+    Some(picked.clone())
 }
 
 /// `n_clients` clients taking 3 IDs of `TAG` through every running node's
@@ -103,18 +97,13 @@ fn spawn_takers(cluster: &TestCluster, n_clients: u64, histories: &Arc<Histories
             tokio::spawn(async move {
                 let mut round = client;
                 while !histories.stop.load(SeqCst) {
-                    let nodes = running(&nodes);
-                    let Some((node, running)) = nodes.get(round as usize % nodes.len().max(1)) else {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue;
-                    };
-                    round += 1;
+                    let Some((node, running)) = next_node(&nodes, &mut round).await else { continue };
                     let sent = Instant::now();
                     match tokio::time::timeout(REQUEST_LIMIT, running.cluster.take_monotonic(TAG, 3)).await {
                         Ok(Ok(ranges)) => {
                             let ids: Vec<(u64, u64)> = ranges.iter().map(|r| (r.start, r.end)).collect();
                             oracle.record_served(TAG, &ids);
-                            let op = Op { node: *node, sent, answered: Instant::now(), ids };
+                            let op = Op { node, sent, answered: Instant::now(), ids };
                             histories.takes.lock().expect("takes").push(op);
                         }
                         Ok(Err(_)) => tokio::time::sleep(RETRY_PAUSE).await,
@@ -135,18 +124,13 @@ fn spawn_timeseq_clients(cluster: &TestCluster, n_clients: u64, histories: &Arc<
             tokio::spawn(async move {
                 let mut round = client;
                 while !histories.stop.load(SeqCst) {
-                    let nodes = running(&nodes);
-                    let Some((node, running)) = nodes.get(round as usize % nodes.len().max(1)) else {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue;
-                    };
-                    round += 1;
+                    let Some((node, running)) = next_node(&nodes, &mut round).await else { continue };
                     let sent = Instant::now();
                     let asked = running.timeseq.next_ids(NAMESPACE, client % 2, 20);
                     match tokio::time::timeout(REQUEST_LIMIT, asked).await {
                         Ok(Ok(parts)) => {
                             let ids = parts.iter().map(|p| (p.shard, p.second, p.sequence)).collect();
-                            histories.timeseq.lock().expect("time sequences").push(Served { node: *node, sent, ids });
+                            histories.timeseq.lock().expect("time sequences").push(Served { node, sent, ids });
                             tokio::time::sleep(TIMESEQ_PACE).await;
                         }
                         Ok(Err(_)) => tokio::time::sleep(RETRY_PAUSE).await,
@@ -191,7 +175,7 @@ async fn a_monotonic_tag_and_time_sequences_stay_correct_across_a_partition() {
         let cluster = TestCluster::new(3).await;
         let leader = cluster.leader().await;
         create_monotonic(&cluster, TAG).await;
-        create_namespace(&cluster).await;
+        cluster.create_namespace(NAMESPACE).await;
         let histories = Arc::new(Histories::default());
         let mut clients = spawn_takers(&cluster, 4, &histories);
         clients.extend(spawn_timeseq_clients(&cluster, 3, &histories));

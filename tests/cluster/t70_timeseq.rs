@@ -6,10 +6,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use raft::NamespaceRecord;
-use raft::Request;
-use raft::Response;
-
 use crate::fixtures::TestCluster;
 
 /// How long the three nodes together may take to serve what this test asks.
@@ -18,17 +14,7 @@ const SERVE_LIMIT: Duration = Duration::from_secs(30);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_nodes_time_sequences_are_unique_across_the_cluster() {
     let cluster = TestCluster::new(3).await;
-    let leader = cluster.leader().await;
-    let record = NamespaceRecord {
-        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
-        utc_offset_s: 0,
-        shard_bits: raft::timeseq::DEFAULT_SHARD_BITS,
-        seq_bits: raft::timeseq::DEFAULT_SEQ_BITS,
-        description: "in-process".into(),
-        created_at_ms: leafraft::clock::now_ms(),
-    };
-    let created = cluster.cluster(leader).write(Request::CreateNamespace { namespace: "orders".into(), record }).await;
-    assert!(matches!(created, Ok(Response::Namespace { .. })), "create the namespace: {created:?}");
+    cluster.create_namespace("orders").await;
 
     let mut seen = BTreeSet::new();
     let mut served = 0;
