@@ -25,6 +25,7 @@ pub use leafraft_state::tag;
 pub use leafraft_state::timeseq;
 pub use leafraft_state::typ;
 pub use leafraft_state::version;
+pub use leafraft_state::Claim;
 pub use leafraft_state::IdStateMachine;
 pub use leafraft_state::ImportRow;
 pub use leafraft_state::NamespaceRecord;

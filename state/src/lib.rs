@@ -28,6 +28,8 @@ use std::io::Cursor;
 
 pub mod codec;
 pub mod node;
+#[cfg(feature = "planted")]
+pub mod planted;
 pub mod records;
 pub mod request;
 pub mod snowflake;
@@ -41,6 +43,7 @@ pub use records::NamespaceRecord;
 pub use records::SnowflakeLayout;
 pub use records::TagMode;
 pub use records::TagRecord;
+pub use request::Claim;
 pub use request::ImportRow;
 pub use request::Needs;
 pub use request::Rejection;

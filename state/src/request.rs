@@ -86,6 +86,44 @@ pub enum Request {
     /// Changes nothing: `POST /v1/cluster/noop`, the check that a cluster commits entries only
     /// its current release can decode (the command the upgrade test sees refused, then accepted).
     Noop,
+    // --- Release 0.3.0 (issue 29), proposed only from cluster version `Version::CLAIM_BATCHES`.
+    /// Every claim a node needs at one moment in one entry (the refills of several tags, the next
+    /// second of every namespace in use): applied in order, each exactly as its own command
+    /// (`Claim::request`) would be and judged on its own, so a refused claim refuses only itself.
+    /// Answered with `Response::Batch`, one answer per claim in the same order.
+    ClaimBatch { claims: Vec<Claim> },
+}
+
+/// One claim of a [`Request::ClaimBatch`]: the fields of the command it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Claim {
+    /// As [`Request::ClaimSegment`].
+    Segment { tag: String, step: u64 },
+    /// As [`Request::ClaimMonotonic`].
+    Monotonic { tag: String, step: u64 },
+    /// As [`Request::ClaimTimeseq`].
+    Timeseq { namespace: String, second: u64, count: u64, now_ms: u64 },
+}
+
+impl Claim {
+    /// The command this claim applies as.
+    pub fn request(&self) -> Request {
+        match self.clone() {
+            Claim::Segment { tag, step } => Request::ClaimSegment { tag, step },
+            Claim::Monotonic { tag, step } => Request::ClaimMonotonic { tag, step },
+            Claim::Timeseq { namespace, second, count, now_ms } => {
+                Request::ClaimTimeseq { namespace, second, count, now_ms }
+            }
+        }
+    }
+
+    /// The tag this claim raises, if it claims IDs of a tag.
+    pub fn tag(&self) -> Option<&str> {
+        match self {
+            Claim::Segment { tag, .. } | Claim::Monotonic { tag, .. } => Some(tag),
+            Claim::Timeseq { .. } => None,
+        }
+    }
 }
 
 /// What proposing a request takes, beyond a valid state.
@@ -113,6 +151,7 @@ impl Request {
     pub fn tags(&self) -> Vec<&str> {
         match self {
             Request::ImportTags { rows, .. } => rows.iter().map(|row| row.tag.as_str()).collect(),
+            Request::ClaimBatch { claims } => claims.iter().filter_map(Claim::tag).collect(),
             _ => self.tag().into_iter().collect(),
         }
     }
@@ -139,7 +178,8 @@ impl Request {
             | Request::RestoreTimeseq { .. }
             | Request::ImportTags { .. }
             | Request::SetClusterVersion { .. }
-            | Request::Noop => None,
+            | Request::Noop
+            | Request::ClaimBatch { .. } => None,
         }
     }
 
@@ -166,6 +206,7 @@ impl Request {
             | Request::ImportTags { .. } => Needs::ClusterVersion(Version::BASELINE),
             Request::SetClusterVersion { version } => Needs::EveryMember(*version),
             Request::Noop => Needs::ClusterVersion(Version::new(0, 2, 0)),
+            Request::ClaimBatch { .. } => Needs::ClusterVersion(Version::CLAIM_BATCHES),
         }
     }
 }
@@ -238,6 +279,9 @@ pub enum Response {
     ClusterVersion {
         version: Version,
     },
+    /// The answers to a `ClaimBatch`, one per claim in its order: `Segment`, `TimeseqRange` or
+    /// `Rejected`, exactly what each claim's own command would have answered.
+    Batch(Vec<Response>),
 }
 
 /// Why applying a request changed nothing. Mirrors the error codes of the HTTP API.

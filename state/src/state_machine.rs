@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::records::SnowflakeLayout;
 pub use crate::records::TagMode;
 pub use crate::records::TagRecord;
+use crate::request::Claim;
 use crate::request::Rejection;
 use crate::request::Request;
 use crate::request::Response;
@@ -109,6 +110,34 @@ impl IdStateMachine {
                 Response::ClusterVersion { version: self.cluster_version }
             }
             Request::Noop => Response::Empty,
+            Request::ClaimBatch { claims } => self.claim_batch(claims),
+        }
+    }
+
+    /// Applies each claim as its own command would be applied, in order (see
+    /// [`Request::ClaimBatch`]).
+    fn claim_batch(&mut self, claims: &[Claim]) -> Response {
+        let mut answers = Vec::with_capacity(claims.len());
+        for claim in claims {
+            #[cfg(feature = "planted")]
+            if !answers.is_empty() && crate::planted::apply_only_first_claim() {
+                // The planted bug: every claim after the first is answered as if applied to a
+                // copy, and the state keeps none of it.
+                answers.push(self.clone().apply_claim(claim));
+                continue;
+            }
+            answers.push(self.apply_claim(claim));
+        }
+        Response::Batch(answers)
+    }
+
+    fn apply_claim(&mut self, claim: &Claim) -> Response {
+        match claim {
+            Claim::Segment { tag, step } => self.claim(tag, *step, TagMode::Segment),
+            Claim::Monotonic { tag, step } => self.claim(tag, *step, TagMode::Monotonic),
+            Claim::Timeseq { namespace, second, count, now_ms } => {
+                self.timeseq.claim(namespace, *second, *count, *now_ms)
+            }
         }
     }
 
@@ -348,6 +377,8 @@ impl IdStateMachine {
     }
 }
 
+#[cfg(test)]
+mod batches;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

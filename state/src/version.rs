@@ -27,6 +27,10 @@ impl Version {
     /// header, and a store it wrote has no cluster version, so both read as this.
     pub const BASELINE: Version = Version::new(0, 1, 0);
 
+    /// The release that introduced `Request::ClaimBatch` and the batched forwarding of monotonic
+    /// takes between nodes (issue 29): neither is used before the cluster version reaches it.
+    pub const CLAIM_BATCHES: Version = Version::new(0, 3, 0);
+
     /// The release this binary is (the workspace version in `Cargo.toml`).
     pub const OWN: Version = Version::new(
         parse_u32(env!("CARGO_PKG_VERSION_MAJOR")),

@@ -96,6 +96,18 @@ pub fn every_request() -> Vec<Request> {
         },
         Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) },
         Request::Noop,
+        Request::ClaimBatch {
+            claims: vec![
+                raft::Claim::Segment { tag: "orders".into(), step: 2000 },
+                raft::Claim::Monotonic { tag: "ticks".into(), step: 1000 },
+                raft::Claim::Timeseq {
+                    namespace: "orders".into(),
+                    second: 1_700_000_001,
+                    count: 1000,
+                    now_ms: 1_700_000_000_500,
+                },
+            ],
+        },
     ];
     for (position, request) in every.iter().enumerate() {
         assert_eq!(declared_position(request), position, "every_request() out of declaration order at {request:?}");
@@ -126,6 +138,7 @@ pub fn declared_position(request: &Request) -> usize {
         Request::ImportTags { .. } => 16,
         Request::SetClusterVersion { .. } => 17,
         Request::Noop => 18,
+        Request::ClaimBatch { .. } => 19,
     }
 }
 

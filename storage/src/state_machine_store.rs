@@ -172,7 +172,7 @@ impl StateMachineStore {
                                 touched.insert(tag.to_string(), state.tags.get(tag).cloned());
                             }
                         }
-                        Touched::Tags(tags) => {
+                        Touched::Tags(tags) | Touched::Claims { tags, timeseq: false } => {
                             for tag in tags {
                                 if !touched.contains_key(tag) {
                                     touched.insert(tag.to_string(), state.tags.get(tag).cloned());
@@ -182,6 +182,16 @@ impl StateMachineStore {
                         Touched::Snowflake => {
                             if snowflake_before.is_none() {
                                 snowflake_before = Some(state.snowflake.clone());
+                            }
+                        }
+                        Touched::Claims { tags, timeseq: true } => {
+                            for tag in tags {
+                                if !touched.contains_key(tag) {
+                                    touched.insert(tag.to_string(), state.tags.get(tag).cloned());
+                                }
+                            }
+                            if timeseq_before.is_none() {
+                                timeseq_before = Some(state.timeseq.clone());
                             }
                         }
                         Touched::ClusterId | Touched::ClusterVersion | Touched::Nothing => {}
@@ -312,6 +322,11 @@ enum Touched<'a> {
     Timeseq,
     /// Compared before and after the batch.
     ClusterVersion,
+    /// The tags a claim batch names and, when it claims time sequences, the registry.
+    Claims {
+        tags: Vec<&'a str>,
+        timeseq: bool,
+    },
     Nothing,
 }
 
@@ -338,6 +353,10 @@ fn what_changes(request: &Request) -> Touched<'_> {
         }
         Request::SetClusterVersion { .. } => Touched::ClusterVersion,
         Request::Noop => Touched::Nothing,
+        Request::ClaimBatch { claims } => Touched::Claims {
+            tags: claims.iter().filter_map(raft::Claim::tag).collect(),
+            timeseq: claims.iter().any(|claim| matches!(claim, raft::Claim::Timeseq { .. })),
+        },
     }
 }
 

@@ -61,16 +61,34 @@ async fn reopened_state_equals_memory_after_each_apply() {
         vec![next(claim("a", 10)), next(claim("a", 5)), next(claim("b", 3))],
         vec![next(Request::ReleaseSegment { tag: "a".into(), from: 112, expected_max_id: 115 })],
         vec![next(Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) }), next(Request::Noop)],
+        // A claim batch changes the tags it names and the time-sequence registry.
+        vec![
+            next(Request::CreateNamespace { namespace: "orders".into(), record: namespace_record() }),
+            next(Request::ClaimBatch {
+                claims: vec![
+                    raft::Claim::Segment { tag: "a".into(), step: 7 },
+                    raft::Claim::Timeseq {
+                        namespace: "orders".into(),
+                        second: 1_700_000_001,
+                        count: 5,
+                        now_ms: 1_700_000_000_500,
+                    },
+                    raft::Claim::Segment { tag: "b".into(), step: 2 },
+                ],
+            }),
+        ],
     ];
     for batch in batches {
         sm.apply(batch).await.expect("apply");
         let reopened = StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("load");
         assert_eq!(reopened.read(Clone::clone), sm.read(Clone::clone));
     }
-    assert_eq!(sm.read(|s| s.tags["a"].max_id), 112);
+    assert_eq!(sm.read(|s| s.tags["a"].max_id), 119, "released to 112, then 7 claimed in a batch");
+    assert_eq!(sm.read(|s| s.tags["b"].max_id), 6);
+    assert_eq!(sm.read(|s| s.timeseq.next_seq["orders"][&1_700_000_001]), 5);
     drop((sm, store));
     let store = crate::open(dir.path(), &options(false)).expect("reopen");
-    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 8)));
+    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 10)));
     assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::new(0, 2, 0));
 }
 
