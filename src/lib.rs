@@ -36,6 +36,7 @@ pub mod api;
 pub mod assembly;
 pub mod backup;
 pub mod bootstrap;
+pub mod claims;
 pub mod cli;
 pub mod clock;
 pub mod clock_verdict;

@@ -12,6 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+mod events;
 mod node;
 mod requests;
 mod security;
@@ -90,6 +91,8 @@ pub struct Scrape {
     /// Time-sequence events since start, by kind (`claims`, `waits`, `exhausted_seconds`,
     /// `refused_clocks`).
     pub timeseq: Vec<(&'static str, u64)>,
+    /// Claims this node sent and the Raft entries they took, by kind (`claims`, `entries`).
+    pub claims: Vec<(&'static str, u64)>,
     /// Readiness and the tags closest to their end.
     pub node: NodeScrape,
 }
@@ -113,7 +116,7 @@ pub struct Metrics {
     snowflake_years_left: Gauge<f64, std::sync::atomic::AtomicU64>,
     identity_refusals: Family<KindLabels, Counter>,
     member_foreign_cluster: Family<MemberLabels, Gauge>,
-    timeseq_events: Family<KindLabels, Counter>,
+    events: events::EventSeries,
     security: SecurityMetrics,
     /// The connections to the node's port (`crate::serve`).
     pub connections: ConnectionMetrics,
@@ -177,12 +180,7 @@ impl Metrics {
              cluster, say), by the member's node ID",
             Family::default(),
         );
-        let timeseq_events = registered(
-            r,
-            "timeseq_events",
-            "Time-sequence claims committed, requests that waited, seconds found exhausted and clocks refused, by kind",
-            Family::default(),
-        );
+        let events = events::EventSeries::register(r);
         let security = SecurityMetrics::register(r);
         let connections = ConnectionMetrics::register(r);
         let requests = requests::RequestCounts::new(requests);
@@ -203,7 +201,7 @@ impl Metrics {
             snowflake_years_left,
             identity_refusals,
             member_foreign_cluster,
-            timeseq_events,
+            events,
             security,
             connections,
         }
@@ -262,10 +260,7 @@ impl Metrics {
             let foreign = i64::from(scrape.foreign_clusters.contains_key(node_id));
             self.member_foreign_cluster.get_or_create(&MemberLabels { node_id: *node_id }).set(foreign);
         }
-        for (kind, count) in &scrape.timeseq {
-            let counter = self.timeseq_events.get_or_create(&KindLabels { kind });
-            counter.inc_by(count.saturating_sub(counter.get()));
-        }
+        self.events.update(scrape);
         let mut text = String::new();
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             text.clear();

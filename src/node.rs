@@ -133,7 +133,7 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
 
     // Before the server runs, so nothing a peer replicates can make an empty directory look used.
     let was_empty = !raft.is_initialized().await.map_err(|e| RunError(format!("raft stopped at start: {e}")))?;
-    let IdServices { metrics, segments, snowflakes, timeseq } = services.clone();
+    let IdServices { metrics, segments, snowflakes, timeseq, .. } = services.clone();
     let (failing, failing_rx) = tokio::sync::watch::channel(false);
     let credentials = Arc::new(arc_swap::ArcSwap::from_pointee(config.credentials.clone()));
     let refusals = Arc::new(crate::refusals::RefusalLog::default());

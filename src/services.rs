@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::claims::ClaimBatcher;
 use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
@@ -24,6 +25,8 @@ pub struct IdServices {
     pub segments: Arc<Segments>,
     pub snowflakes: Arc<Snowflakes>,
     pub timeseq: Arc<Timeseq>,
+    /// The one queue segment refills and time-sequence claims are committed through, batched.
+    pub claims: Arc<ClaimBatcher>,
 }
 
 impl IdServices {
@@ -33,12 +36,13 @@ impl IdServices {
         snowflake: SnowflakeConfig,
         metrics: Arc<Metrics>,
     ) -> IdServices {
-        let segments = Arc::new(Segments::new(cluster.clone(), segments, metrics.clone()));
+        let claims = Arc::new(ClaimBatcher::start(cluster.clone()));
+        let segments = Arc::new(Segments::new(cluster.clone(), claims.clone(), segments, metrics.clone()));
         // One clock verdict, which snowflake's upkeep checks and time sequences read.
         let clock = Arc::new(ClockCheck::new(cluster.clone(), snowflake.max_skew));
         let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake, clock.clone()));
-        let timeseq = Arc::new(Timeseq::new(cluster.clone(), clock));
-        IdServices { metrics, segments, snowflakes, timeseq }
+        let timeseq = Arc::new(Timeseq::new(cluster.clone(), claims.clone(), clock));
+        IdServices { metrics, segments, snowflakes, timeseq, claims }
     }
 
     /// Starts the upkeep of the snowflake worker (agree on the layout, acquire, extend) and of the

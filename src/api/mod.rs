@@ -163,6 +163,7 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         identity_refusals: [state.cluster.identity().refusals(), vec![("amnesiac", state.amnesia.refusals())]].concat(),
         foreign_clusters: state.cluster.identity().foreign_clusters(),
         timeseq: state.timeseq.event_counts(),
+        claims: state.segments.claim_batcher().event_counts(),
         node: {
             // One read of the replica: the count and the tags nearest their end agree.
             let (tag_count, tag_max_ids) = state.cluster.read(|machine| {

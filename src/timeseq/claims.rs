@@ -41,8 +41,8 @@ impl Timeseq {
         let wanted = ns.wanted.swap(0, Ordering::Relaxed).min(ns.sizer.max);
         let now = now_ms();
         let count = ns.sizer.size(rate(ns, now)).max(wanted);
-        let request = raft::Request::ClaimTimeseq { namespace: ns.name.clone(), second, count, now_ms: now };
-        let failure = match self.cluster.write(request).await {
+        let claim = raft::Claim::Timeseq { namespace: ns.name.clone(), second, count, now_ms: now };
+        let failure = match self.claims.claim(claim).await {
             Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
                 forget_passed_failure(ns, second);

@@ -23,6 +23,7 @@ use arc_swap::ArcSwap;
 use arc_swap::ArcSwapOption;
 use tokio::sync::Notify;
 
+use crate::claims::ClaimBatcher;
 use crate::clock::now_ms;
 use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
@@ -126,6 +127,9 @@ pub struct NamespaceState {
 
 pub struct Timeseq {
     cluster: Arc<Cluster>,
+    /// Claims go through the node's batcher: the next second of every namespace in use shares
+    /// an entry.
+    claims: Arc<ClaimBatcher>,
     /// The clock verdict this node's snowflake upkeep checks: one peer clock check per node.
     clock: Arc<ClockCheck>,
     holders: ArcSwap<HashMap<String, Arc<NamespaceHolder>>>,
@@ -136,13 +140,14 @@ pub struct Timeseq {
 }
 
 impl Timeseq {
-    pub fn new(cluster: Arc<Cluster>, clock: Arc<ClockCheck>) -> Timeseq {
+    pub fn new(cluster: Arc<Cluster>, claims: Arc<ClaimBatcher>, clock: Arc<ClockCheck>) -> Timeseq {
         let unchecked = Error::new(
             ErrorCode::ClockUnchecked,
             "this node's clock has not been compared with its peers' yet; retry shortly",
         );
         Timeseq {
             cluster,
+            claims,
             clock,
             holders: ArcSwap::default(),
             insert: Mutex::new(()),

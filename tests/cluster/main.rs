@@ -30,3 +30,4 @@ mod t60_monotonic;
 mod t61_lease;
 mod t62_partition_services;
 mod t70_timeseq;
+mod t71_batched_claims;

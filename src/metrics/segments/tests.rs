@@ -53,6 +53,7 @@ fn scrape(stats: SegmentStats) -> Scrape {
         identity_refusals: Vec::new(),
         foreign_clusters: Default::default(),
         timeseq: Vec::new(),
+        claims: Vec::new(),
         node: Default::default(),
     }
 }
