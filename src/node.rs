@@ -106,6 +106,8 @@ pub struct RunningNode {
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
 pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode, RunError> {
+    #[cfg(feature = "planted")]
+    crate::planted::arm_in_apply();
     let (identity, store) = open_store(&config).await?;
     let (http, tls) = peer_client(&config)?;
     if tls.as_ref().is_some_and(|tls| tls.mutual()) {

@@ -9,7 +9,8 @@
 //!
 //! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
 //! segment into a tag's double buffer, a worker lease into the snowflake generator, a range into
-//! a time-sequence holder), and the cluster-version check. Nothing here runs while IDs are handed
+//! a time-sequence holder), and the cluster-version check; `batch-first-claim-only` alone lives
+//! in the state machine's `apply` (`leafraft_state::planted`), because that is where it would be. Nothing here runs while IDs are handed
 //! out, and each bug acts only on a follower, so the leader's IDs stay right and the bug has
 //! another node's to collide with.
 
@@ -39,11 +40,21 @@ pub enum PlantedBug {
     /// `feature-gate-off`: commands are proposed whatever the cluster version (issue 26), so a
     /// member of an older release meets an entry it cannot decode (`tests/e2e/upgrade.rs`).
     FeatureGateOff,
+    /// `batch-first-claim-only`: applying a `ClaimBatch` keeps only its first claim and answers
+    /// the others as if applied (`leafraft_state::planted`), so their ranges are handed out again
+    /// by the next claims. The one bug that lives in `apply`, on every node that arms it.
+    BatchFirstClaimOnly,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 5] =
-        ["serve-twice", "uncommitted-claim", "shared-worker", "timeseq-serve-twice", "feature-gate-off"];
+    pub const NAMES: [&'static str; 6] = [
+        "serve-twice",
+        "uncommitted-claim",
+        "shared-worker",
+        "timeseq-serve-twice",
+        "feature-gate-off",
+        "batch-first-claim-only",
+    ];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
         match name {
@@ -52,6 +63,7 @@ impl PlantedBug {
             "shared-worker" => Some(PlantedBug::SharedWorker),
             "timeseq-serve-twice" => Some(PlantedBug::TimeseqServeTwice),
             "feature-gate-off" => Some(PlantedBug::FeatureGateOff),
+            "batch-first-claim-only" => Some(PlantedBug::BatchFirstClaimOnly),
             _ => None,
         }
     }
@@ -64,6 +76,7 @@ impl PlantedBug {
             PlantedBug::SharedWorker => "shared-worker",
             PlantedBug::TimeseqServeTwice => "timeseq-serve-twice",
             PlantedBug::FeatureGateOff => "feature-gate-off",
+            PlantedBug::BatchFirstClaimOnly => "batch-first-claim-only",
         }
     }
 }
@@ -156,6 +169,15 @@ pub fn timeseq_extra_range(
     let again = SecondRange { end: range.end.min(range.start.saturating_add(TWICE)), ..range };
     tracing::warn!(namespace, ?again, "planted timeseq-serve-twice: installing claimed sequences twice");
     Some(again)
+}
+
+/// `batch-first-claim-only`: arms the bug in the state machine's `apply` when it is the planted
+/// one (called once as a node starts, before Raft applies anything).
+pub fn arm_in_apply() {
+    if active() == Some(PlantedBug::BatchFirstClaimOnly) {
+        tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
+        raft::planted::arm_apply_only_first_claim();
+    }
 }
 
 /// `feature-gate-off`: whether commands skip the cluster-version check.

@@ -17,6 +17,8 @@
 
 pub use leafraft_state::codec;
 pub use leafraft_state::node;
+#[cfg(feature = "planted")]
+pub use leafraft_state::planted;
 pub use leafraft_state::records;
 pub use leafraft_state::request;
 pub use leafraft_state::snowflake;

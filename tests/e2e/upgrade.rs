@@ -30,9 +30,14 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const SEGMENT: &str = "upgrade-seg";
 const MONOTONIC: &str = "upgrade-mono";
 const NAMESPACE: &str = "upgrade-ts";
-/// The release under test and its command the baseline does not know.
+/// The release under test.
 const NEW: &str = env!("CARGO_PKG_VERSION");
 const BASELINE: &str = "0.1.0";
+/// The release that introduced `POST /v1/cluster/noop`'s command, which the baseline cannot decode.
+const NOOP_RELEASE: &str = "0.2.0";
+/// Tags whose first IDs are asked for all at once once the cluster version moved: their claims
+/// must share entries (issue 29).
+const BURST_TAGS: usize = 20;
 
 /// Every ID any client received, by kind: none may appear twice.
 #[derive(Default)]
@@ -172,6 +177,10 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
         every_node_serves(&mut cluster, &[1, 2, 3], &seen, &step).await;
         let count = seen.assert_unique(&step);
         eprintln!("{step}: every node serves, {count} IDs so far, none twice");
+        for &id in &upgraded {
+            let (claims, entries) = claim_events(&mut cluster, id).await;
+            assert_eq!(claims, entries, "{step}: node {id} batched claims before the cluster version allowed it");
+        }
         if upgraded.len() == 3 {
             break;
         }
@@ -216,6 +225,7 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
         client.await.expect("client task");
     }
     every_node_serves(&mut cluster, &[1, 2, 3], &seen, "after the cluster version moved").await;
+    claims_share_entries_now(&mut cluster, &seen).await;
     let count = seen.assert_unique("the whole upgrade");
     eprintln!("the whole upgrade: {count} IDs, none twice");
 }
@@ -232,6 +242,51 @@ async fn set_up_every_kind(cluster: &mut ProcessCluster, leader: u64) {
     client.create_namespace(&namespace).await.expect("create the namespace");
     cluster.wait_tag_known(&[1, 2, 3], SEGMENT, TIMEOUT).await;
     cluster.wait_tag_known(&[1, 2, 3], MONOTONIC, TIMEOUT).await;
+}
+
+/// `leafraft_claim_events_total` of node `id`: the claims it sent and the entries they took.
+async fn claim_events(cluster: &mut ProcessCluster, id: u64) -> (u64, u64) {
+    let text = reqwest::get(format!("{}/metrics", cluster.url(id)))
+        .await
+        .expect("scrape /metrics")
+        .text()
+        .await
+        .expect("read /metrics");
+    let count = |kind: &str| {
+        let series = format!("leafraft_claim_events_total{{kind=\"{kind}\"}} ");
+        text.lines().find_map(|line| line.strip_prefix(&series)).map_or(0, |n| n.trim().parse().unwrap_or(0))
+    };
+    (count("claims"), count("entries"))
+}
+
+/// With every member on this release, the first IDs of many new tags asked for at once on a
+/// follower go out in shared entries, and are unique with everything served before.
+async fn claims_share_entries_now(cluster: &mut ProcessCluster, seen: &Seen) {
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let follower = (1..=3).find(|id| *id != leader).unwrap_or(1);
+    let admin = cluster.client(leader);
+    let tags: Vec<String> = (0..BURST_TAGS).map(|i| format!("upgrade-burst-{i}")).collect();
+    for tag in &tags {
+        admin.create_tag(&new_tag(tag, None, Some(100), None)).await.expect("create a burst tag");
+    }
+    for tag in &tags {
+        cluster.wait_tag_known(&[follower], tag, TIMEOUT).await;
+    }
+    let before = claim_events(cluster, follower).await;
+    let client = quick_client(&cluster.url(follower));
+    let mut firsts = tokio::task::JoinSet::new();
+    for tag in tags {
+        let client = client.clone();
+        firsts.spawn(async move { client.segment_ids(&tag, 1).await });
+    }
+    while let Some(ids) = firsts.join_next().await {
+        seen.add("segment", ids.expect("a request task").expect("a first ID of a burst tag"));
+    }
+    let after = claim_events(cluster, follower).await;
+    let (claims, entries) = (after.0 - before.0, after.1 - before.1);
+    eprintln!("{BURST_TAGS} first IDs at once on node {follower}: {claims} claims in {entries} entries");
+    assert!(claims >= BURST_TAGS as u64, "{claims} claims for {BURST_TAGS} new tags");
+    assert!(entries < claims, "{claims} claims took {entries} entries: not batched at cluster version {NEW}");
 }
 
 /// In the mixed cluster, the command only the new release knows is refused on an upgraded node,
@@ -259,7 +314,10 @@ async fn check_refused_in_mixed_cluster(cluster: &mut ProcessCluster, upgraded: 
     assert_eq!(code, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"]["code"], "FEATURE_NOT_ENABLED", "{body}");
     let message = body["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains(&format!("needs cluster version {NEW}, the cluster is at {BASELINE}")), "{message}");
+    assert!(
+        message.contains(&format!("needs cluster version {NOOP_RELEASE}, the cluster is at {BASELINE}")),
+        "{message}"
+    );
     let status = cluster_json(cluster, upgraded).await;
     assert_eq!(status["cluster_version"], BASELINE, "the cluster version has not moved: {status}");
     assert!(leader_of(&status).is_some(), "{status}");

@@ -93,6 +93,17 @@ async fn planted_timeseq_serve_twice_is_caught() {
     assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
 }
 
+/// A claim batch that applies only its first claim (issue 29): the ranges of the others are handed
+/// out again by later claims, of segment tags and of the time-sequence namespace alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn planted_batch_first_claim_only_is_caught() {
+    let text = assert_caught_by("batch-first-claim-only", &[]).await;
+    assert!(
+        text.contains("FAIL unique-segment-ids") || text.contains("FAIL unique-timeseq-ids"),
+        "IDs of a claim that was answered but not applied must be handed out twice:\n{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_run_without_a_planted_bug_passes() {
     let output = chaos(11, None).await;

@@ -96,7 +96,7 @@ struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fsync: bool,
     /// Plants a bug in the nodes: serve-twice, uncommitted-claim, shared-worker,
-    /// timeseq-serve-twice. Only a leafraft built with the cargo feature `planted` can (`leafraft
+    /// timeseq-serve-twice, batch-first-claim-only, feature-gate-off. Only a leafraft built with the cargo feature `planted` can (`leafraft
     /// planted-bugs` lists them); against any other binary the run is refused with one line.
     #[arg(long)]
     plant: Option<String>,
@@ -437,11 +437,12 @@ async fn drive(
             .await
             .with_context(|| format!("create tag {tag}"))?;
     }
-    let namespace = json!({"namespace": workload::TIMESEQ_NAMESPACE});
-    nodes
-        .admin(reqwest::Method::POST, "/v1/timeseq", Some(namespace))
-        .await
-        .context("create the time-sequence namespace")?;
+    for namespace in workload::TIMESEQ_NAMESPACES {
+        nodes
+            .admin(reqwest::Method::POST, "/v1/timeseq", Some(json!({"namespace": namespace})))
+            .await
+            .with_context(|| format!("create the time-sequence namespace {namespace}"))?;
+    }
     wait_serving(nodes, Duration::from_secs(60), true, true, snowflake_quota)
         .await
         .map_err(anyhow::Error::msg)
@@ -523,7 +524,7 @@ async fn wait_serving(
         paths.extend(workload::TAGS.iter().map(|(tag, _)| format!("/v1/segment/{tag}")));
     }
     if timeseq {
-        paths.push(format!("/v1/timeseq/{}?shard=0", workload::TIMESEQ_NAMESPACE));
+        paths.extend(workload::TIMESEQ_NAMESPACES.iter().map(|namespace| format!("/v1/timeseq/{namespace}?shard=0")));
     }
     let mut serving = std::collections::BTreeSet::new();
     let mut snowflake = std::collections::BTreeSet::new();

@@ -28,8 +28,10 @@ pub const TAGS: [(&str, u64); 3] = [("chaos-small", 20), ("chaos-leaf", 1000), (
 /// The tag created with `"mode":"monotonic"`; it has no `/ranges`.
 pub const MONOTONIC_TAG: &str = "chaos-monotonic";
 
-/// The time-sequence namespace of a run (the default layout: 32 time, 12 shard, 19 sequence bits).
-pub const TIMESEQ_NAMESPACE: &str = "chaos-ts";
+/// The time-sequence namespaces of a run (the default layout: 32 time, 12 shard, 19 sequence
+/// bits). More than one, so that every node's prefetch of the next second is a claim batch of
+/// several namespaces each second (issue 29), which is where batches are most at risk.
+pub const TIMESEQ_NAMESPACES: [&str; 3] = ["chaos-ts", "chaos-ts-b", "chaos-ts-c"];
 
 /// The shards the clients ask for: both ends and a few between.
 const SHARDS: [u64; 5] = [0, 1, 7, 1000, 4095];
@@ -72,7 +74,9 @@ pub async fn client(
             Endpoint::LeafSegment | Endpoint::LeafSnowflake | Endpoint::LeafTimeseq => 1,
         };
         let (tag, shard) = match endpoint.is_timeseq() {
-            true => (TIMESEQ_NAMESPACE, SHARDS[rng.gen_range(0..SHARDS.len())]),
+            true => {
+                (TIMESEQ_NAMESPACES[rng.gen_range(0..TIMESEQ_NAMESPACES.len())], SHARDS[rng.gen_range(0..SHARDS.len())])
+            }
             false => (tag, 0),
         };
         let op = call(&http, target, endpoint, (tag, shard), count, started).await;
