@@ -14,7 +14,6 @@
 //! 4. A tag has at most one open buffer on this node: an idle one is taken out of the map and
 //!    closed under the lock that creates buffers, before a fresh one can be created.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
@@ -23,7 +22,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use raft::TagMode;
 use tokio::sync::Notify;
 
@@ -128,8 +126,9 @@ pub struct Segments {
     claims: Arc<ClaimBatcher>,
     config: SegmentConfig,
     metrics: Arc<Metrics>,
-    /// Copy-on-write: readers never lock; a new tag replaces the whole map.
-    buffers: ArcSwap<HashMap<String, Arc<TagBuffer>>>,
+    /// A lock-free map (papaya): readers never lock, and a new tag costs one insert, not a copy
+    /// of every tag's entry (a copy-on-write map made the first IDs of 100,000 tags quadratic).
+    buffers: papaya::HashMap<String, Arc<TagBuffer>>,
     /// Held to add a buffer to the map or take one out (then closed before it is let go).
     insert: Mutex<()>,
     /// Set once the node stops: a closed buffer then means "no more IDs", not "take the next".
@@ -150,7 +149,7 @@ impl Segments {
             claims,
             config,
             metrics,
-            buffers: ArcSwap::default(),
+            buffers: papaya::HashMap::new(),
             insert: Mutex::new(()),
             stopping: AtomicBool::new(false),
             dropped: Arc::default(),
@@ -174,7 +173,7 @@ impl Segments {
     /// [`Segments::next_ids`] with a count of one.
     pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
         if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {
-            if let Some(buffer) = self.buffers.load().get(tag) {
+            if let Some(buffer) = self.buffers.pin().get(tag) {
                 if let Take::Ids { range, load_due } = buffer.buffer.take(1) {
                     if load_due {
                         self.start_load(buffer);
@@ -212,8 +211,9 @@ impl Segments {
     async fn next_buffered_ids(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
         let mut wanted = Wanted { needed: count, ranges: Vec::new() };
         for _ in 0..MAX_BUFFER_CHANGES {
-            let buffer = match self.buffers.load().get(tag) {
-                Some(buffer) => buffer.clone(),
+            let existing = self.buffers.pin().get(tag).cloned();
+            let buffer = match existing {
+                Some(buffer) => buffer,
                 None => self.create_buffer(tag)?,
             };
             if self.take_from(&buffer, tag, &mut wanted).await? == Taken::All {
@@ -299,8 +299,8 @@ impl Segments {
         if self.stopping.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
         }
-        let current = self.buffers.load();
-        if let Some(buffer) = current.get(tag) {
+        let buffers = self.buffers.pin();
+        if let Some(buffer) = buffers.get(tag) {
             return Ok(buffer.clone());
         }
         let buffer = Arc::new(TagBuffer {
@@ -317,9 +317,7 @@ impl Segments {
             idle: Mutex::new(IdleMark::new(tokio::time::Instant::now())),
             dropped: self.dropped.clone(),
         });
-        let mut next = HashMap::clone(&current);
-        next.insert(tag.to_string(), buffer.clone());
-        self.buffers.store(Arc::new(next));
+        buffers.insert(tag.to_string(), buffer.clone());
         Ok(buffer)
     }
 

@@ -9,7 +9,6 @@
 //! the buffer and reads how far it served in one step that no take can straddle: a request that
 //! loaded the buffer before it was dropped either took its IDs before that point or takes none.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -101,9 +100,9 @@ impl Segments {
         let buffers = {
             let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());
             self.stopping.store(true, Ordering::SeqCst);
-            self.buffers.load_full()
+            self.buffers.pin().values().cloned().collect::<Vec<_>>()
         };
-        let tails = buffers.values().filter_map(|buffer| close(buffer)).collect();
+        let tails = buffers.iter().filter_map(|buffer| close(buffer)).collect();
         give_back_all(&self.cluster, tails, "shutdown").await;
     }
 
@@ -113,7 +112,7 @@ impl Segments {
     /// only after the old one can serve nothing more.
     pub async fn drop_idle(&self, now: Instant, idle: Duration) -> usize {
         let idle_buffers: Vec<Arc<TagBuffer>> =
-            self.buffers.load().values().filter(|buffer| buffer.went_idle(now, idle)).cloned().collect();
+            self.buffers.pin().values().filter(|buffer| buffer.went_idle(now, idle)).cloned().collect();
         if idle_buffers.is_empty() {
             return 0;
         }
@@ -122,15 +121,15 @@ impl Segments {
             if self.stopping.load(Ordering::SeqCst) {
                 return 0;
             }
-            let mut next = HashMap::clone(&self.buffers.load());
-            let still_there = |buffer: &&Arc<TagBuffer>| next.get(&buffer.tag).is_some_and(|b| Arc::ptr_eq(b, buffer));
+            let buffers = self.buffers.pin();
+            let still_there =
+                |buffer: &&Arc<TagBuffer>| buffers.get(&buffer.tag).is_some_and(|b| Arc::ptr_eq(b, buffer));
             let dropping: Vec<&Arc<TagBuffer>> = idle_buffers.iter().filter(still_there).collect();
-            for buffer in &dropping {
-                next.remove(&buffer.tag);
-            }
             // Out of the map first: a request that sees the closed buffer looks again and finds
             // none, and creates the next one once this lock is free.
-            self.buffers.store(Arc::new(next));
+            for buffer in &dropping {
+                buffers.remove(&buffer.tag);
+            }
             self.dropped.idle_drops.fetch_add(dropping.len() as u64, Ordering::Relaxed);
             (dropping.len(), dropping.into_iter().filter_map(|buffer| close(buffer)).collect())
         };
