@@ -135,7 +135,15 @@ impl TimeseqRegistry {
             return Response::Rejected(Rejection::SecondExhausted);
         }
         let end = next.saturating_add(count).min(limit);
-        self.next_seq.entry(name.to_string()).or_default().insert(second, end);
+        // No name copied but for a namespace's first second: a batch claims thousands.
+        match self.next_seq.get_mut(name) {
+            Some(seconds) => {
+                seconds.insert(second, end);
+            }
+            None => {
+                self.next_seq.insert(name.to_string(), BTreeMap::from([(second, end)]));
+            }
+        }
         self.newest_now_ms = newest_now_ms;
         if horizon_s > self.forgotten_below.0 {
             self.forget_below(horizon_s);
