@@ -48,6 +48,35 @@ pub struct TimeseqRegistry {
     /// Unix seconds: no second below it is ever claimed. 0 except in a cluster built by
     /// `leafraft recover` (`Request::RestoreTimeseq`).
     pub floor_s: u64,
+    /// The horizon the seconds were last forgotten below. Not persisted: 0 after a load, so the
+    /// first claim after it forgets, as every claim did before the mark existed.
+    #[serde(skip)]
+    pub forgotten_below: ForgetMark,
+}
+
+/// The horizon at which [`TimeseqRegistry`] last forgot the seconds below it. Every second kept
+/// is at or above it, so forgetting again walks every namespace only once the horizon rose past
+/// it: once per second of applied time instead of once per claim.
+///
+/// Not part of the state: it is not persisted and every two marks compare equal, so a registry
+/// loaded from disk (mark 0) equals the one it was stored from. Its value cannot be set from
+/// outside this module, so no caller can skip a forget that is due.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ForgetMark(u64);
+
+impl PartialEq for ForgetMark {
+    fn eq(&self, _: &ForgetMark) -> bool {
+        true
+    }
+}
+
+impl Eq for ForgetMark {}
+
+impl ForgetMark {
+    /// No second below this one is kept (0: none forgotten since the registry was loaded).
+    pub fn horizon_s(self) -> u64 {
+        self.0
+    }
 }
 
 impl TimeseqRegistry {
@@ -106,20 +135,33 @@ impl TimeseqRegistry {
             return Response::Rejected(Rejection::SecondExhausted);
         }
         let end = next.saturating_add(count).min(limit);
-        self.next_seq.entry(name.to_string()).or_default().insert(second, end);
+        // No name copied but for a namespace's first second: a batch claims thousands.
+        match self.next_seq.get_mut(name) {
+            Some(seconds) => {
+                seconds.insert(second, end);
+            }
+            None => {
+                self.next_seq.insert(name.to_string(), BTreeMap::from([(second, end)]));
+            }
+        }
         self.newest_now_ms = newest_now_ms;
-        self.forget_below(horizon_s);
+        if horizon_s > self.forgotten_below.0 {
+            self.forget_below(horizon_s);
+        }
         Response::TimeseqRange { second, start: next, end }
     }
 
-    /// Forgets every second below `horizon_s`, which can never be claimed again.
+    /// Forgets every second below `horizon_s`, which can never be claimed again, and marks that
+    /// it did: until the horizon rises, every second kept (and every second a claim may add) is
+    /// at or above it, so forgetting again would change nothing.
     fn forget_below(&mut self, horizon_s: u64) {
-        for seconds in self.next_seq.values_mut() {
-            if seconds.first_key_value().is_some_and(|(&first, _)| first < horizon_s) {
-                *seconds = seconds.split_off(&horizon_s);
+        self.next_seq.retain(|_, seconds| {
+            while seconds.first_key_value().is_some_and(|(&first, _)| first < horizon_s) {
+                seconds.pop_first();
             }
-        }
-        self.next_seq.retain(|_, seconds| !seconds.is_empty());
+            !seconds.is_empty()
+        });
+        self.forgotten_below = ForgetMark(horizon_s);
     }
 
     /// Fills a registry without namespaces with a recovered cluster's namespaces and a floor above

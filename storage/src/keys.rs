@@ -21,8 +21,17 @@ pub const SNOWFLAKE: &[u8] = b"snowflake";
 /// The cluster ID (`u64`), present once set.
 pub const CLUSTER_ID: &[u8] = b"cluster_id";
 /// The time-sequence registry, one value (its namespaces and the claimed seconds of the last ten
-/// minutes).
+/// minutes): the layout until the cluster version reaches `Version::CLAIM_BATCHES`, which
+/// release 0.1.0 reads.
 pub const TIMESEQ: &[u8] = b"timeseq";
+/// The time-sequence registry split into small values, so an apply writes only what its claims
+/// changed (the layout from `Version::CLAIM_BATCHES` on, which replaces `timeseq`):
+/// `timeseq/clock` → its `newest_now_ms` and `floor_s`, `timeseq/ns/<name>` → a namespace's
+/// record, `timeseq/seq/<second><shard>` → the next free sequence of each namespace of that shard
+/// that claimed that second.
+pub const TIMESEQ_CLOCK: &[u8] = b"timeseq/clock";
+pub const TIMESEQ_NAMESPACE_PREFIX: &[u8] = b"timeseq/ns/";
+pub const TIMESEQ_SECOND_PREFIX: &[u8] = b"timeseq/seq/";
 /// The cluster version (`raft::Version`), present once raised past the baseline (0.1.0, whose
 /// binary ignores this key with a warning).
 pub const CLUSTER_VERSION: &[u8] = b"cluster_version";
@@ -40,6 +49,37 @@ pub fn tag_key(name: &str) -> Vec<u8> {
 /// The tag name of a `tag/<name>` key, `None` for any other key.
 pub fn tag_name(key: &[u8]) -> Option<&str> {
     std::str::from_utf8(key.strip_prefix(TAG_PREFIX)?).ok()
+}
+
+pub fn timeseq_namespace_key(name: &str) -> Vec<u8> {
+    [TIMESEQ_NAMESPACE_PREFIX, name.as_bytes()].concat()
+}
+
+/// The namespace of a `timeseq/ns/<name>` key, `None` for any other key.
+pub fn timeseq_namespace_name(key: &[u8]) -> Option<&str> {
+    std::str::from_utf8(key.strip_prefix(TIMESEQ_NAMESPACE_PREFIX)?).ok()
+}
+
+/// The key of one shard of a second: the second first and big-endian, so the keys of every
+/// second below a horizon are one range at the start of the prefix (forgetting them reads only
+/// them).
+pub fn timeseq_second_key(second: u64, shard: u8) -> Vec<u8> {
+    [TIMESEQ_SECOND_PREFIX, &second.to_be_bytes(), &[shard]].concat()
+}
+
+/// The first key of `second`: every key of an earlier second sorts below it.
+pub fn timeseq_second_start(second: u64) -> Vec<u8> {
+    [TIMESEQ_SECOND_PREFIX, &second.to_be_bytes()].concat()
+}
+
+/// The (second, shard) of a `timeseq/seq/...` key, `None` for any other key.
+pub fn timeseq_second(key: &[u8]) -> Option<(u64, u8)> {
+    let rest = key.strip_prefix(TIMESEQ_SECOND_PREFIX)?;
+    let (second, shard) = rest.split_first_chunk::<8>()?;
+    match shard {
+        [shard] => Some((u64::from_be_bytes(*second), *shard)),
+        _ => None,
+    }
 }
 
 /// Chunk `n` of the current snapshot's data; big-endian so chunks scan in order.

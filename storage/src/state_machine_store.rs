@@ -4,8 +4,10 @@
 //! # Layout of the `StateMachine` keyspace
 //! - `tag/<name>` → `TagRecord`, one key per tag, so an apply writes only the tags it changed;
 //! - `last_applied` → `LogId`, `membership` → `StoredMembership`, `snowflake` → the registry,
-//!   `cluster_id` → `u64` (once set), `timeseq` → the time-sequence registry (once used),
-//!   `cluster_version` → `raft::Version` (once past the baseline);
+//!   `cluster_id` → `u64` (once set), `cluster_version` → `raft::Version` (once past the baseline);
+//! - the time-sequence registry (once used): `timeseq` → the whole registry until the cluster
+//!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
+//!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`);
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -14,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -46,6 +49,9 @@ use crate::engine::Engine;
 use crate::engine::Keyspace;
 use crate::error::Error;
 use crate::keys;
+use timeseq::TimeseqChanges;
+use timeseq::TimeseqKeys;
+use timeseq::TimeseqLoader;
 
 type Result<T, E = typ::StorageError> = std::result::Result<T, E>;
 
@@ -77,6 +83,9 @@ struct Shared {
     /// Equal to the persisted state after every apply and install. A std lock: never held across
     /// an `.await`.
     state: RwLock<IdStateMachine>,
+    /// The time-sequence registry is stored split (`timeseq` module). Changed only by an apply or
+    /// an install, which openraft never runs concurrently, under the state's write lock.
+    timeseq_split: AtomicBool,
     /// Held while the current snapshot is read or replaced: builders persist from their own tasks,
     /// concurrently with installs and reads.
     snapshot: Mutex<()>,
@@ -99,7 +108,7 @@ impl StateMachineStore {
         let mut tags = BTreeMap::new();
         let mut snowflake = SnowflakeRegistry::default();
         let mut cluster_id = 0;
-        let mut timeseq = TimeseqRegistry::default();
+        let mut timeseq = TimeseqLoader::default();
         let mut cluster_version = Version::BASELINE;
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
@@ -115,8 +124,8 @@ impl StateMachineStore {
                 snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
             } else if key == keys::CLUSTER_ID {
                 cluster_id = codec::decode(&value).map_err(|e| ("cluster id", e.into()))?;
-            } else if key == keys::TIMESEQ {
-                timeseq = codec::decode(&value).map_err(|e| ("time-sequence registry", e.into()))?;
+            } else if timeseq.load(&key, &value)? {
+                // One of the time-sequence registry's keys, in either layout.
             } else if key == keys::CLUSTER_VERSION {
                 cluster_version = codec::decode(&value).map_err(|e| ("cluster version", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
@@ -126,12 +135,14 @@ impl StateMachineStore {
                 warn!(key = %String::from_utf8_lossy(&key), "unknown key in the state machine keyspace, ignored");
             }
         }
+        let (timeseq, timeseq_split) = timeseq.finish(cluster_version)?;
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
         let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id, timeseq, cluster_version };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
                 state: RwLock::new(state),
+                timeseq_split: AtomicBool::new(timeseq_split),
                 snapshot: Mutex::new(()),
                 next_snapshot_seq: AtomicU64::new(seq),
                 applied_at_open: last_applied,
@@ -151,108 +162,42 @@ impl StateMachineStore {
 
     /// Applies `entries` in memory and writes what changed in one batch; one response per entry.
     fn apply_entries(&self, entries: impl IntoIterator<Item = typ::Entry>) -> Result<Vec<Response>, Error> {
-        let mut responses = Vec::new();
+        // Collected so that what each entry touched can be borrowed from it until the write.
+        let entries: Vec<typ::Entry> = entries.into_iter().collect();
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut responses = Vec::with_capacity(entries.len());
         let mut batch = Batch::default();
+        let switched_to_split;
+        let cluster_version;
         {
             let mut state = self.shared.state.write().unwrap_or_else(PoisonError::into_inner);
-            // Each touched tag's record before this batch, to write only the ones that changed.
-            let mut touched: BTreeMap<String, Option<TagRecord>> = BTreeMap::new();
-            let mut membership_changed = false;
-            let mut snowflake_before = None;
-            let cluster_id_before = state.cluster_id;
-            let cluster_version_before = state.cluster_version;
-            let mut timeseq_before = None;
-            // A restore may write every tag; it applies only to a state without tags.
-            let mut restored = false;
-            for entry in entries {
-                match &entry.payload {
-                    EntryPayload::Normal(request) => match what_changes(request) {
-                        Touched::Tag(tag) => {
-                            if !touched.contains_key(tag) {
-                                touched.insert(tag.to_string(), state.tags.get(tag).cloned());
-                            }
-                        }
-                        Touched::Tags(tags) | Touched::Claims { tags, timeseq: false } => {
-                            for tag in tags {
-                                if !touched.contains_key(tag) {
-                                    touched.insert(tag.to_string(), state.tags.get(tag).cloned());
-                                }
-                            }
-                        }
-                        Touched::Snowflake => {
-                            if snowflake_before.is_none() {
-                                snowflake_before = Some(state.snowflake.clone());
-                            }
-                        }
-                        Touched::Claims { tags, timeseq: true } => {
-                            for tag in tags {
-                                if !touched.contains_key(tag) {
-                                    touched.insert(tag.to_string(), state.tags.get(tag).cloned());
-                                }
-                            }
-                            if timeseq_before.is_none() {
-                                timeseq_before = Some(state.timeseq.clone());
-                            }
-                        }
-                        Touched::ClusterId | Touched::ClusterVersion | Touched::Nothing => {}
-                        Touched::Timeseq => {
-                            if timeseq_before.is_none() {
-                                timeseq_before = Some(state.timeseq.clone());
-                            }
-                        }
-                        Touched::Everything => {
-                            restored = true;
-                            if snowflake_before.is_none() {
-                                snowflake_before = Some(state.snowflake.clone());
-                            }
-                        }
-                    },
-                    EntryPayload::Membership(_) => membership_changed = true,
-                    EntryPayload::Blank => {}
-                }
-                responses.push(state.apply(&entry));
+            let mut changes = Changes::before(&state);
+            for entry in &entries {
+                changes.note(&state, &entry.payload);
+                responses.push(state.apply(entry));
             }
-            if restored {
-                // Every tag as it is now; no request removes a tag, so none is left to delete.
-                for (tag, record) in &state.tags {
-                    batch.put(keys::tag_key(tag), codec::encode(record)?);
-                }
-                touched.clear();
-            }
-            for (tag, before) in touched {
-                let after = state.tags.get(&tag);
-                if after == before.as_ref() {
-                    continue;
-                }
-                match after {
-                    Some(record) => batch.put(keys::tag_key(&tag), codec::encode(record)?),
-                    None => batch.remove(keys::tag_key(&tag)),
-                }
-            }
-            if membership_changed {
-                batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
-            }
-            if snowflake_before.is_some_and(|before| before != state.snowflake) {
-                batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
-            }
-            if timeseq_before.is_some_and(|before| before != state.timeseq) {
-                batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
-            }
-            if state.cluster_id != cluster_id_before {
-                batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
-            }
-            if state.cluster_version != cluster_version_before {
-                batch.put(keys::CLUSTER_VERSION, codec::encode(&state.cluster_version)?);
-            }
-            if responses.is_empty() {
-                return Ok(responses);
+            changes.write_tags(&state, &mut batch)?;
+            let split = self.shared.timeseq_split.load(Ordering::SeqCst);
+            switched_to_split = !split && timeseq::split_at(state.cluster_version);
+            if switched_to_split {
+                batch.remove(keys::TIMESEQ);
+                timeseq::put_split(&state.timeseq, &mut batch)?;
+            } else {
+                changes.timeseq.write(&state.timeseq, split, &self.shared.engine, &mut batch)?;
             }
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);
             }
+            cluster_version = state.cluster_version;
         }
         if !batch.is_empty() {
             self.shared.engine.write(Keyspace::StateMachine, batch)?;
+        }
+        if switched_to_split {
+            self.shared.timeseq_split.store(true, Ordering::SeqCst);
+            info!(%cluster_version, "time-sequence registry now stored one key per namespace and claimed second");
         }
         Ok(responses)
     }
@@ -287,7 +232,10 @@ impl StateMachineStore {
             }
             batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
             batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
-            if state.timeseq != TimeseqRegistry::default() {
+            let timeseq_split = timeseq::split_at(state.cluster_version);
+            if timeseq_split {
+                timeseq::put_split(&state.timeseq, &mut batch)?;
+            } else if state.timeseq != TimeseqRegistry::default() {
                 batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
             }
             if state.cluster_id != 0 {
@@ -301,33 +249,111 @@ impl StateMachineStore {
             }
             put_snapshot(&mut batch, &SnapshotRecord::new(meta.clone(), seq, data)?, data)?;
             self.shared.engine.write(Keyspace::StateMachine, batch)?;
-            *self.shared.state.write().unwrap_or_else(PoisonError::into_inner) = state;
+            let mut current = self.shared.state.write().unwrap_or_else(PoisonError::into_inner);
+            *current = state;
+            self.shared.timeseq_split.store(timeseq_split, Ordering::SeqCst);
         }
         self.shared.engine.sync().await?;
         Ok(())
     }
 }
 
-/// The persisted value a request may change.
-enum Touched<'a> {
-    Tag(&'a str),
-    /// Several named tags (an import).
-    Tags(Vec<&'a str>),
-    Snowflake,
-    /// Compared before and after the batch: it changes at most once.
-    ClusterId,
+/// What the entries of one apply may have changed, with the values before them where a value
+/// is compared, so that only what changed is written.
+struct Changes<'a> {
+    /// Each touched tag's record before the first entry that touched it.
+    tags: BTreeMap<&'a str, Option<TagRecord>>,
+    /// A restore may write every tag; it applies only to a state without tags.
+    restored: bool,
+    membership: bool,
+    snowflake_before: Option<SnowflakeRegistry>,
+    cluster_id_before: u64,
+    cluster_version_before: Version,
+    timeseq: TimeseqChanges<'a>,
+}
+
+impl<'a> Changes<'a> {
+    fn before(state: &IdStateMachine) -> Changes<'a> {
+        Changes {
+            tags: BTreeMap::new(),
+            restored: false,
+            membership: false,
+            snowflake_before: None,
+            cluster_id_before: state.cluster_id,
+            cluster_version_before: state.cluster_version,
+            timeseq: TimeseqChanges::before(&state.timeseq),
+        }
+    }
+
+    /// Notes what `payload` may change, before it is applied to `state`.
+    fn note(&mut self, state: &IdStateMachine, payload: &'a EntryPayload<TypeConfig>) {
+        let request = match payload {
+            EntryPayload::Normal(request) => request,
+            EntryPayload::Membership(_) => {
+                self.membership = true;
+                return;
+            }
+            EntryPayload::Blank => return,
+        };
+        let Touched { tags, snowflake, restore, timeseq } = what_changes(request);
+        for tag in tags {
+            self.tags.entry(tag).or_insert_with(|| state.tags.get(tag).cloned());
+        }
+        if (snowflake || restore) && self.snowflake_before.is_none() {
+            self.snowflake_before = Some(state.snowflake.clone());
+        }
+        self.restored |= restore;
+        if let Some(keys) = timeseq {
+            self.timeseq.note(keys);
+        }
+    }
+
+    /// Adds every changed value but the time-sequence registry to `batch`.
+    fn write_tags(&self, state: &IdStateMachine, batch: &mut Batch) -> Result<(), Error> {
+        if self.restored {
+            // Every tag as it is now; no request removes a tag, so none is left to delete.
+            for (tag, record) in &state.tags {
+                batch.put(keys::tag_key(tag), codec::encode(record)?);
+            }
+        } else {
+            for (&tag, before) in &self.tags {
+                let after = state.tags.get(tag);
+                if after == before.as_ref() {
+                    continue;
+                }
+                match after {
+                    Some(record) => batch.put(keys::tag_key(tag), codec::encode(record)?),
+                    None => batch.remove(keys::tag_key(tag)),
+                }
+            }
+        }
+        if self.membership {
+            batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
+        }
+        if self.snowflake_before.as_ref().is_some_and(|before| *before != state.snowflake) {
+            batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
+        }
+        if state.cluster_id != self.cluster_id_before {
+            batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
+        }
+        if state.cluster_version != self.cluster_version_before {
+            batch.put(keys::CLUSTER_VERSION, codec::encode(&state.cluster_version)?);
+        }
+        Ok(())
+    }
+}
+
+/// The persisted values a request may change. The cluster ID and version are compared before
+/// and after every apply (each a `u64`-sized value), so no request names them.
+#[derive(Default)]
+struct Touched<'a> {
+    tags: Vec<&'a str>,
+    /// The snowflake registry (one value).
+    snowflake: bool,
     /// Any tag and the snowflake registry (a restore).
-    Everything,
-    /// The time-sequence registry (one value).
-    Timeseq,
-    /// Compared before and after the batch.
-    ClusterVersion,
-    /// The tags a claim batch names and, when it claims time sequences, the registry.
-    Claims {
-        tags: Vec<&'a str>,
-        timeseq: bool,
-    },
-    Nothing,
+    restore: bool,
+    /// The time-sequence keys it names.
+    timeseq: Option<TimeseqKeys<'a>>,
 }
 
 /// What `request` may change. No wildcard on purpose: a new request kind must decide here what
@@ -340,23 +366,34 @@ fn what_changes(request: &Request) -> Touched<'_> {
         | Request::ReleaseSegment { tag, .. }
         | Request::CreateTagInMode { tag, .. }
         | Request::SetTagMode { tag, .. }
-        | Request::ClaimMonotonic { tag, .. } => Touched::Tag(tag),
+        | Request::ClaimMonotonic { tag, .. } => Touched { tags: vec![tag], ..Touched::default() },
         Request::SetSnowflakeLayout { .. }
         | Request::AcquireWorker { .. }
         | Request::ExtendWorker { .. }
-        | Request::ReleaseWorker { .. } => Touched::Snowflake,
-        Request::SetClusterId { .. } => Touched::ClusterId,
-        Request::Restore { .. } => Touched::Everything,
-        Request::ImportTags { rows, .. } => Touched::Tags(rows.iter().map(|row| row.tag.as_str()).collect()),
-        Request::CreateNamespace { .. } | Request::ClaimTimeseq { .. } | Request::RestoreTimeseq { .. } => {
-            Touched::Timeseq
+        | Request::ReleaseWorker { .. } => Touched { snowflake: true, ..Touched::default() },
+        Request::Restore { .. } => Touched { restore: true, ..Touched::default() },
+        Request::ImportTags { rows, .. } => {
+            Touched { tags: rows.iter().map(|row| row.tag.as_str()).collect(), ..Touched::default() }
         }
-        Request::SetClusterVersion { .. } => Touched::ClusterVersion,
-        Request::Noop => Touched::Nothing,
-        Request::ClaimBatch { claims } => Touched::Claims {
-            tags: claims.iter().filter_map(raft::Claim::tag).collect(),
-            timeseq: claims.iter().any(|claim| matches!(claim, raft::Claim::Timeseq { .. })),
+        Request::CreateNamespace { namespace, .. } => {
+            Touched { timeseq: Some(TimeseqKeys::namespaces([namespace.as_str()])), ..Touched::default() }
+        }
+        Request::ClaimTimeseq { namespace, second, .. } => {
+            Touched { timeseq: Some(TimeseqKeys::second(*second, namespace)), ..Touched::default() }
+        }
+        Request::RestoreTimeseq { namespaces, .. } => Touched {
+            timeseq: Some(TimeseqKeys::namespaces(namespaces.keys().map(String::as_str))),
+            ..Touched::default()
         },
+        Request::SetClusterId { .. } | Request::SetClusterVersion { .. } | Request::Noop => Touched::default(),
+        Request::ClaimBatch { claims } => {
+            let timeseq = TimeseqKeys::claims(claims);
+            Touched {
+                tags: claims.iter().filter_map(raft::Claim::tag).collect(),
+                timeseq: (!timeseq.is_empty()).then_some(timeseq),
+                ..Touched::default()
+            }
+        }
     }
 }
 
@@ -504,3 +541,4 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
 #[cfg(test)]
 mod tests;
+pub(crate) mod timeseq;

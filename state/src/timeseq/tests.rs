@@ -79,6 +79,43 @@ fn forgotten_seconds_are_only_those_below_the_horizon() {
     );
 }
 
+/// Forgetting walks every namespace, so it runs only once the horizon rose: a claim under the
+/// same horizon leaves the seconds alone, and the first claim under a higher one forgets every
+/// second below it, in every namespace, whatever the mark said.
+#[test]
+fn seconds_are_forgotten_once_per_rise_of_the_horizon() {
+    let mut r = registry();
+    assert!(matches!(r.create("other", record(1)), Response::Namespace { .. }));
+    let now_ms = (T0_S + RETENTION_S) * 1000;
+    r.claim("other", T0_S, 1, now_ms);
+    assert_eq!(r.forgotten_below.horizon_s(), T0_S);
+    // Planted below the mark, which no claim can do: a claim under the same horizon does not look.
+    r.next_seq.get_mut("other").expect("claimed").insert(T0_S - 1, 1);
+    r.claim("orders", T0_S + 5, 1, now_ms + 999);
+    assert_eq!(r.next_seq["other"].get(&(T0_S - 1)), Some(&1), "no forget under the same horizon");
+    r.claim("orders", T0_S + 5, 1, now_ms + 1000);
+    assert_eq!(r.forgotten_below.horizon_s(), T0_S + 1);
+    assert_eq!(r.next_seq.get("other"), None, "both seconds forgotten, and the empty namespace");
+    // A refused claim moves nothing, also not the mark.
+    let horizon_s = T0_S + 1;
+    assert_eq!(r.claim("orders", T0_S, 1, now_ms + 1000), Response::Rejected(Rejection::ClockBackwards { horizon_s }));
+    assert_eq!(r.forgotten_below.horizon_s(), horizon_s);
+}
+
+/// The mark is not state: a registry read back from its bytes (mark 0) equals the one written,
+/// and its first claim forgets as every claim did before the mark existed.
+#[test]
+fn the_forget_mark_is_neither_persisted_nor_compared() {
+    let mut r = registry();
+    r.claim("orders", T0_S, 1, T0_S * 1000);
+    let bytes = crate::codec::encode(&r).expect("encode");
+    let read: TimeseqRegistry = crate::codec::decode(&bytes).expect("decode");
+    assert_eq!(read.forgotten_below.horizon_s(), 0);
+    assert_ne!(r.forgotten_below.horizon_s(), 0);
+    assert_eq!(read, r);
+    assert_eq!(crate::codec::encode(&read).expect("encode"), bytes);
+}
+
 #[test]
 fn namespaces_are_validated_and_created_once() {
     let mut r = registry();

@@ -20,7 +20,9 @@
 //! (issue 26) appended `SetClusterVersion` and `Noop` to `Request` and the `cluster_version` key,
 //! and snapshots past the baseline cluster version take version byte 3 (the v2 body followed by
 //! the cluster version); every other v2 literal is unchanged. Release 0.3.0 (issue 29) appended
-//! `ClaimBatch` to `Request` and `Batch` to `Response`.
+//! `ClaimBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
+//! split into v2 values of its own once the cluster version reaches 0.3.0 (`timeseq_split_values`;
+//! the whole registry's literal is unchanged).
 
 use std::fmt::Debug;
 
@@ -37,6 +39,10 @@ use serde::Serialize;
 
 use super::*;
 use crate::fixtures::*;
+use crate::state_machine_store::timeseq::shard_of;
+use crate::state_machine_store::timeseq::ShardValue;
+use crate::state_machine_store::timeseq::SortedShard;
+use crate::state_machine_store::timeseq::TimeseqClock;
 use crate::state_machine_store::SnapshotRecord;
 
 fn hex(bytes: &[u8]) -> String {
@@ -257,6 +263,31 @@ fn cluster_version_value() {
 #[test]
 fn timeseq_registry_value() {
     golden("time-sequence registry", &timeseq_registry(), "02010000000000000001000000000000006e00e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b010000010000000000000001000000000000006e010000000000000001f1536500000000e803000000000000f469e5cf8b0100000900000000000000");
+}
+
+/// The split layout of the registry (from cluster version 0.3.0, issue 29): `timeseq/clock`,
+/// `timeseq/ns/<name>` and `timeseq/seq/<second><name>`; keys in `keys::tests::fixed_keys`.
+#[test]
+fn timeseq_split_values() {
+    let clock = TimeseqClock { newest_now_ms: 1_700_000_000_500, floor_s: 9 };
+    golden("time-sequence clock", &clock, "02f469e5cf8b0100000900000000000000");
+    golden(
+        "time-sequence namespace",
+        &namespace_record(),
+        "0200e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b010000",
+    );
+    let shard = ShardValue::from([("n".to_string(), 1000), ("orders".to_string(), 7)]);
+    golden(
+        "shard of a second",
+        &shard,
+        "02020000000000000001000000000000006ee80300000000000006000000000000006f72646572730700000000000000",
+    );
+    // Built without a map when a whole registry is written: the same bytes.
+    let sorted = SortedShard(&[("n", 1000), ("orders", 7)]);
+    assert_eq!(encode(&sorted).expect("encode"), encode(&shard).expect("encode"));
+    // Which shard a name falls in is part of the layout, as fixed as the bytes.
+    let shards: Vec<u8> = ["n", "orders", "golden-ts", ""].into_iter().map(shard_of).collect();
+    assert_eq!(shards, [18, 46, 3, 0]);
 }
 
 #[test]

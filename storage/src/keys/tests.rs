@@ -16,6 +16,17 @@ proptest! {
     }
 
     #[test]
+    fn timeseq_keys_round_trip_and_sort_by_second(name in "[A-Za-z0-9_.:-]{1,128}", a: (u64, u8), b: (u64, u8)) {
+        let (second_key, namespace_key) = (timeseq_second_key(a.0, a.1), timeseq_namespace_key(&name));
+        prop_assert_eq!(timeseq_second(&second_key), Some(a));
+        prop_assert_eq!(timeseq_namespace_name(&namespace_key), Some(name.as_str()));
+        // Keys sort by second, then shard: forgetting the seconds below a horizon is the range
+        // below its start key.
+        prop_assert_eq!(second_key.cmp(&timeseq_second_key(b.0, b.1)), a.cmp(&b));
+        prop_assert_eq!(second_key < timeseq_second_start(b.0), a.0 < b.0);
+    }
+
+    #[test]
     fn tag_keys_round_trip_and_keep_name_order(a in "[A-Za-z0-9_.:-]{1,128}", b in "[A-Za-z0-9_.:-]{1,128}") {
         let key = tag_key(&a);
         prop_assert_eq!(tag_name(&key), Some(a.as_str()));
@@ -29,4 +40,10 @@ fn fixed_keys() {
     assert_eq!(tag_key("orders"), b"tag/orders");
     assert_eq!(tag_name(b"last_applied"), None);
     assert_eq!(snapshot_chunk_key(2), b"snapshot/data/\0\0\0\x02");
+    assert_eq!(timeseq_namespace_key("orders"), b"timeseq/ns/orders");
+    assert_eq!(timeseq_second_key(0x0102, 7), b"timeseq/seq/\0\0\0\0\0\0\x01\x02\x07");
+    assert_eq!(timeseq_second(b"timeseq/seq/\0\0\0\0\0\0\x01"), None, "a second is 8 bytes");
+    assert_eq!(timeseq_second(b"timeseq/seq/\0\0\0\0\0\0\0\x01\x02\x03"), None, "a shard is 1 byte");
+    assert_eq!(timeseq_second(b"timeseq/clock"), None);
+    assert_eq!(timeseq_namespace_name(b"timeseq/clock"), None);
 }

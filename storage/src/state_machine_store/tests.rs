@@ -77,6 +77,18 @@ async fn reopened_state_equals_memory_after_each_apply() {
                 ],
             }),
         ],
+        // The switch to the split time-sequence layout, and a claim batch stored in it.
+        vec![
+            next(Request::SetClusterVersion { version: raft::Version::CLAIM_BATCHES }),
+            next(Request::ClaimBatch {
+                claims: vec![raft::Claim::Timeseq {
+                    namespace: "orders".into(),
+                    second: 1_700_000_002,
+                    count: 3,
+                    now_ms: 1_700_000_001_500,
+                }],
+            }),
+        ],
     ];
     for batch in batches {
         sm.apply(batch).await.expect("apply");
@@ -88,8 +100,9 @@ async fn reopened_state_equals_memory_after_each_apply() {
     assert_eq!(sm.read(|s| s.timeseq.next_seq["orders"][&1_700_000_001]), 5);
     drop((sm, store));
     let store = crate::open(dir.path(), &options(false)).expect("reopen");
-    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 10)));
-    assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::new(0, 2, 0));
+    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 12)));
+    assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::CLAIM_BATCHES);
+    assert_eq!(store.state_machine.read(|s| s.timeseq.next_seq["orders"][&1_700_000_002]), 3);
 }
 
 /// The cluster version only rises, is stored as its own key once past the baseline, travels in
