@@ -106,8 +106,6 @@ pub struct RunningNode {
 
 /// Starts a node on an already bound listener (tests bind `127.0.0.1:0`).
 pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode, RunError> {
-    #[cfg(feature = "planted")]
-    crate::planted::arm_in_apply();
     let (identity, store) = open_store(&config).await?;
     let (http, tls) = peer_client(&config)?;
     if tls.as_ref().is_some_and(|tls| tls.mutual()) {
@@ -209,6 +207,9 @@ fn peer_client(config: &Config) -> Result<(reqwest::Client, Option<Arc<Tls>>), R
 /// the first entry. Both may wait on the disk (and `open` on
 /// sled's file lock), so they run off the async workers.
 async fn open_store(config: &Config) -> Result<(Arc<IdentityCheck>, storage::Store), RunError> {
+    // Before anything is applied: a planted bug of `apply` acts from the first entry on.
+    #[cfg(feature = "planted")]
+    crate::planted::arm_in_apply();
     storage::private::create_dir(&config.data_dir)
         .map_err(|e| RunError(format!("cannot create data directory {}: {e}", config.data_dir.display())))?;
     let options =
