@@ -162,6 +162,12 @@ async fn monotonic_ranges_are_contiguous_and_increase_across_leader_and_follower
         assert!(start >= above, "node {node} answered [{start}, {end}) after an answer ending at {above}");
         above = end;
     }
+    // The client library's handle: one request per call, each range above the last.
+    for client in &clients {
+        let range = client.monotonic("blocks").next_range(50).await.expect("a range through the client library");
+        assert!(range.len() == 50 && range.start >= above, "{range:?} after an answer ending at {above}");
+        above = range.end;
+    }
 
     let ranges = Takers::start(&mut cluster, "/v1/segment/blocks/ranges?count=10");
     let lists = Takers::start(&mut cluster, "/v1/segment/blocks?count=4");
