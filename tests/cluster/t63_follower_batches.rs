@@ -35,9 +35,10 @@ const TAKES_PER_CLIENT: u64 = 20;
 const RANGE_EVERY: u64 = 3;
 const RANGE_COUNT: u64 = 50;
 
-/// Raises the replicated cluster version to the release that batches forwarded takes. The
-/// in-process nodes run no version upkeep (no `/raft/*` headers to report releases), and they
-/// all run this build, so the test commits the raise itself.
+/// Raises the replicated cluster version to the release that batches forwarded takes (if the
+/// fixture has not already). The in-process nodes run no version upkeep (no `/raft/*` headers to
+/// report releases), and they all run this build, so the test commits the raise itself. Below
+/// it: `tests/e2e/monotonic.rs`, with `--hold-cluster-version`.
 async fn enable_batches(cluster: &TestCluster, leader: u64) {
     let raise = Request::SetClusterVersion { version: Version::CLAIM_BATCHES };
     cluster.raft(leader).client_write(raise).await.expect("the cluster version is raised");
@@ -102,9 +103,6 @@ async fn concurrent_takes_through_a_follower_are_forwarded_in_batches_in_real_ti
         let follower = cluster.running_ids().into_iter().find(|id| *id != leader).expect("a follower");
         create_monotonic(&cluster, TAG).await;
 
-        // Below the release that batches: ranges of a monotonic tag are refused unserved.
-        let refused = cluster.cluster(follower).take_monotonic_range(TAG, 5).await;
-        assert_eq!(refused.map_err(|e| e.code), Err(ErrorCode::FeatureNotEnabled));
         enable_batches(&cluster, leader).await;
 
         // A forward takes a few milliseconds on the link, as between machines: takes that arrive

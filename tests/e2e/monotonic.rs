@@ -178,6 +178,32 @@ async fn monotonic_ranges_are_contiguous_and_increase_across_leader_and_follower
     check(&history);
 }
 
+/// While the cluster version stays below 0.3.0 (`--hold-cluster-version`, as in a cluster not
+/// fully upgraded), `/ranges` of a monotonic tag is refused unserved with 409
+/// `FEATURE_NOT_ENABLED`, and takes through followers are still served in real-time order (each
+/// forwarded on its own, the message a 0.1.0 leader decodes).
+#[tokio::test]
+async fn below_cluster_version_0_3_monotonic_ranges_are_refused_and_takes_still_served() {
+    let mut cluster = ProcessCluster::new().start_members_with(&[1, 2, 3], &["--hold-cluster-version"]);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let body = r#"{"tag":"ticks","step":1000,"mode":"monotonic"}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    cluster.wait_tag_known(&[1, 2, 3], "ticks", TIMEOUT).await;
+    for node in 1..=3 {
+        let answer = cluster.request(node, Method::GET, "/v1/segment/ticks/ranges?count=5", None, None).await;
+        assert_error(&answer, 409, "FEATURE_NOT_ENABLED", "/ranges of a monotonic tag below 0.3.0");
+        let message = answer.1["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains("needs cluster version 0.3.0, the cluster is at 0.1.0"), "{message}");
+    }
+    let takers = Takers::start(&mut cluster, "/v1/segment/ticks?count=4");
+    takers.progress(300).await;
+    let history = takers.stop_and_check().await;
+    assert!(history.iter().any(|op| op.node != leader as usize), "followers answered takes");
+    let status = cluster.client(leader).cluster_status().await.expect("the cluster status");
+    assert_eq!(status.extra.get("cluster_version").and_then(|v| v.as_str()), Some("0.1.0"), "held: {status:?}");
+}
+
 /// Clients taking IDs of a monotonic tag with `path` (a list or `/ranges`) from every node in
 /// turn, recording each answered take, until stopped.
 struct Takers {
