@@ -8,6 +8,8 @@
 #   5. one snowflake ID per request (Leaf's path) vs the same counter baseline (bar >= 0.8);
 #   6. a monotonic tag (served by the leader, real-time order): calls/s and p50/p99 at 1, 16 and 64
 #      callers for count=1 and count=1000, next to the counter baseline at the same concurrency;
+#      then count=1 through a follower against the leader (bar >= 0.8, real-time order checked on
+#      each run's recorded history), and /ranges?count=10000 at the leader (bar >= 200 M IDs/s);
 #   7. time-sequence IDs: one ID per request (Leaf-style path) vs the counter baseline (bar >= 0.8),
 #      and one namespace's IDs/s through count=1000 requests over the three nodes against the
 #      layout's 524,288 per second (bar >= 95 %). (In process: `cargo bench --bench timeseq`.)
@@ -16,7 +18,8 @@
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
 # Each paired ratio also prints the ceiling: three counter processes under the same load against
 # the one-process baseline (on 2 cores, three processes of anything lose ~20 % to switching).
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-single | --only-timeseq | --tls]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-single | --only-timeseq | --tls]
+#   --only-monotonic-follower: section 6's follower ratio and ranges only (6b, 6c).
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
 #   --only-timeseq: section 7 only.
 set -euo pipefail
@@ -32,6 +35,7 @@ only_timeseq=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
+    --only-monotonic-follower) only_monotonic=2; shift ;;
     --only-single) only_single=1; shift ;;
     --tls) only_tls=1; shift ;;
     --only-timeseq) only_timeseq=1; shift ;;
@@ -184,9 +188,52 @@ monotonic_section() {
         "$(echo "$lr" | field '["duplicates"]')" "$(echo "$base" | field '["requests_per_sec"]')"
     done
   done
+  monotonic_follower_and_ranges "$leader_id"
+}
+
+# Issue 29's bars. (1) count=1 through a follower (which batches what it forwards) against the
+# leader itself, 64 callers, alternating, 3 rounds: calls/s, the ratio (bar >= 0.8), and the
+# real-time order checked on every run's recorded history (send time, answer time, IDs).
+# (2) /ranges?count=10000 of the monotonic tag at the leader: IDs/s (bar >= 200 M).
+monotonic_follower_and_ranges() {
+  local leader_id=$1 leader follower ratios=() run
+  leader=${nodes[$((leader_id - 1))]}
+  follower=${nodes[$((leader_id % 3))]}
+  mono_run() { "$bench" http --json --history --concurrency 64 --duration-secs "$duration" --url "http://$1/v1/segment/mono?count=1"; }
+  mono_line() { # mono_line WHERE REPORT
+    printf "  %-8s %8.0f calls/s  p50 %5s µs  p99 %6s µs  errors %s duplicates %s  real-time order: %s violations over %s requests\n" \
+      "$1" "$(echo "$2" | field '["requests_per_sec"]')" "$(echo "$2" | field '["p50_us"]')" "$(echo "$2" | field '["p99_us"]')" \
+      "$(echo "$2" | field '["errors_by_status"]')" "$(echo "$2" | field '["duplicates"]')" \
+      "$(echo "$2" | field '["real_time_violations"]')" "$(echo "$2" | field '["history_requests"]')"
+  }
+  # The follower batches once the cluster version allows it (the leader raises it within seconds of
+  # forming); /ranges of a monotonic tag answers from then on.
+  for _ in $(seq 1 200); do curl -sf "$follower/v1/segment/mono/ranges?count=1" >/dev/null && break; sleep 0.05; done
+  echo "== 6b. monotonic count=1, 64 callers: through a follower vs at the leader (node $leader_id), alternating, 3 rounds, ${duration}s per run"
+  warm --url "http://$follower/v1/segment/mono?count=1"
+  for run in 1 2 3; do
+    local at_leader at_follower
+    at_leader=$(mono_run "$leader")
+    at_follower=$(mono_run "$follower")
+    echo "round $run"
+    mono_line leader "$at_leader"
+    mono_line follower "$at_follower"
+    ratios+=("$(python3 -c "print($(echo "$at_follower" | field '["requests_per_sec"]') / $(echo "$at_leader" | field '["requests_per_sec"]'))")")
+  done
+  python3 -c "import statistics as s; r=[${ratios[0]},${ratios[1]},${ratios[2]}]; print('follower/leader ratio median %.2f (runs %s; bar >= 0.8)' % (s.median(r), ', '.join('%.2f' % x for x in r)))"
+  echo "== 6c. monotonic /ranges?count=10000 at the leader, 64 callers, ${duration}s"
+  run=$("$bench" http --json --history --concurrency 64 --duration-secs "$duration" --url "http://$leader/v1/segment/mono/ranges?count=10000")
+  printf "ranges    %8.0f calls/s %14.0f IDs/s (bar >= 200 M)  p99 %6s µs  errors %s duplicates %s  real-time order violations %s\n" \
+    "$(echo "$run" | field '["requests_per_sec"]')" "$(echo "$run" | field '["ids_per_sec"]')" "$(echo "$run" | field '["p99_us"]')" \
+    "$(echo "$run" | field '["errors_by_status"]')" "$(echo "$run" | field '["duplicates"]')" "$(echo "$run" | field '["real_time_violations"]')"
 }
 if [ "$only_monotonic" = 1 ]; then
   monotonic_section
+  exit 0
+fi
+if [ "$only_monotonic" = 2 ]; then
+  "$bin" tag create mono --step 1000 --mode monotonic --server "http://${nodes[0]}" >/dev/null
+  monotonic_follower_and_ranges "$(curl -s "${nodes[0]}/v1/cluster" | field '["leader_id"]')"
   exit 0
 fi
 

@@ -33,7 +33,7 @@ pub enum ErrorCode {
     ClusterMismatch,
     /// Promotion of a learner that does not yet replicate the leader's log.
     LearnerNotCaughtUp,
-    /// `/ranges` of a monotonic tag, or a mode change back to segment.
+    /// A mode change back to segment (or a segment claim that raced a move to monotonic).
     ModeMismatch,
     // Time sequences (appended: codes cross nodes positionally inside forwarded replies).
     NamespaceNotFound,

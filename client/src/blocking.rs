@@ -24,6 +24,13 @@ pub struct Segment {
     runtime: Arc<Runtime>,
 }
 
+/// The blocking counterpart of [`crate::Monotonic`]: one request per call.
+#[derive(Clone, Debug)]
+pub struct Monotonic {
+    inner: crate::Monotonic,
+    runtime: Arc<Runtime>,
+}
+
 impl ClientBuilder {
     /// Builds a [`blocking::Client`](Client) with its own runtime.
     pub fn build_blocking(self) -> Result<Client, ClientError> {
@@ -41,6 +48,10 @@ impl ClientBuilder {
 impl Client {
     pub fn segment(&self, tag: &str) -> Segment {
         Segment { inner: self.inner.segment(tag), runtime: self.runtime.clone() }
+    }
+
+    pub fn monotonic(&self, tag: &str) -> Monotonic {
+        Monotonic { inner: self.inner.monotonic(tag), runtime: self.runtime.clone() }
     }
 
     /// `count` snowflake IDs (batched with other threads asking at the same time).
@@ -78,5 +89,19 @@ impl Segment {
 
     pub fn close(&self) {
         self.inner.close();
+    }
+}
+
+impl Monotonic {
+    pub fn next_range(&self, count: u64) -> Result<crate::IdRange, ClientError> {
+        self.runtime.block_on(self.inner.next_range(count))
+    }
+
+    pub fn next_ids(&self, count: u64) -> Result<Vec<u64>, ClientError> {
+        self.runtime.block_on(self.inner.next_ids(count))
+    }
+
+    pub fn next_id(&self) -> Result<u64, ClientError> {
+        self.runtime.block_on(self.inner.next_id())
     }
 }

@@ -19,6 +19,7 @@ use crate::transport::Repeat;
 use crate::transport::Settings;
 use crate::transport::Transport;
 use crate::ClientError;
+use crate::Monotonic;
 use crate::Segment;
 
 /// A client of one leafraft cluster. Cheap to clone (clones share everything: nodes, buffers,
@@ -285,6 +286,11 @@ impl Client {
                 Segment::new(tag, source, self.shared.runtime.clone(), self.shared.sizing, wait)
             })
             .clone()
+    }
+
+    /// The handle on the monotonic `tag`'s IDs (SPEC §4b): one request per call, nothing kept.
+    pub fn monotonic(&self, tag: &str) -> Monotonic {
+        Monotonic::new(tag, self.shared.transport.clone())
     }
 
     /// One snowflake ID, fetched together with those other tasks ask for at the same time.

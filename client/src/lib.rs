@@ -7,7 +7,9 @@
 //! /v1/segment/{tag}/ranges?count=N`); its size follows Leaf's dynamic step (bounded by
 //! [`ClientBuilder::range_size`]). A request that fails on one node goes to the next; the node
 //! list comes from `/v1/cluster`. Snowflake IDs are not cached (they carry the time they were
-//! made); concurrent callers of [`Client::snowflake`] share one request.
+//! made); concurrent callers of [`Client::snowflake`] share one request. Neither are a
+//! monotonic tag's ([`Client::monotonic`]): each call is one request for one range from the
+//! leader, above every ID any client received before it.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), leafraft_client::ClientError> {
@@ -57,6 +59,7 @@ pub mod blocking;
 mod client;
 pub mod decode;
 mod error;
+mod monotonic;
 mod segment;
 mod timeseq;
 mod transport;
@@ -67,6 +70,7 @@ pub use client::ClientBuilder;
 pub use error::ClientError;
 pub use error::ErrorCode;
 pub use leafraft_ids::IdRange;
+pub use monotonic::Monotonic;
 pub use segment::NextId;
 pub use segment::Segment;
 pub use views::ClusterStatus;

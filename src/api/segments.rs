@@ -21,6 +21,7 @@ use crate::api::AppState;
 use crate::engine::IdRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use raft::TagMode;
 
 /// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
 /// leafraft's for an exhausted tag.
@@ -120,12 +121,13 @@ pub async fn ids(
             maximum = 10000),
     ),
     responses(
-        (status = 200, description = "Increasing half-open ranges `[start, end)` totalling `count` IDs",
-            body = crate::api::schemas::SegmentRanges),
+        (status = 200, description = "Increasing half-open ranges `[start, end)` totalling `count` IDs; for a \
+            monotonic tag, from the leader, one range of `count` consecutive IDs, larger than every ID of the tag any \
+            client received before the request was sent", body = crate::api::schemas::SegmentRanges),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
-        (status = 409, description = "`TAG_EXHAUSTED`, or `MODE_MISMATCH` for a monotonic tag (served only by the \
-            leader, one request at a time)", body = crate::error::ErrorBody),
+        (status = 409, description = "`TAG_EXHAUSTED`, or `FEATURE_NOT_ENABLED` for a monotonic tag while the \
+            cluster version is below 0.3.0", body = crate::error::ErrorBody),
         (status = 503, description = "`NOT_READY` or `SEGMENTS_NOT_READY`", body = crate::error::ErrorBody),
     )
 )]
@@ -136,7 +138,14 @@ pub async fn ranges(
 ) -> Result<Response, Error> {
     let (tag, count) = tag_and_count(tag, params)?;
     let tag = tag.as_str();
-    let ranges = state.segments.next_ranges(tag, count).await?;
+    let ranges = match state.cluster.tag_mode(tag) {
+        Some(TagMode::Monotonic) => vec![monotonic_range(&state, tag, count).await?],
+        _ => match state.segments.next_ranges(tag, count).await {
+            // The tag moved to monotonic under this request.
+            Err(e) if e.code == ErrorCode::ModeMismatch => vec![monotonic_range(&state, tag, count).await?],
+            other => other?,
+        },
+    };
     let mut out = String::with_capacity(32 + tag.len() + ranges.len() * 48);
     let mut buffer = itoa::Buffer::new();
     out.push_str("{\"tag\":\"");
@@ -154,6 +163,14 @@ pub async fn ranges(
     }
     out.push_str("]}");
     Ok(json(out))
+}
+
+/// One range of `count` consecutive IDs of a monotonic tag, from the leader (SPEC §4b).
+async fn monotonic_range(state: &AppState, tag: &str, count: u64) -> Result<IdRange, Error> {
+    if count == 0 || count > body::MAX_COUNT {
+        return Err(Error::invalid(format!("count must be between 1 and {}, got {count}", body::MAX_COUNT)));
+    }
+    state.cluster.take_monotonic_range(tag, count).await
 }
 
 #[cfg(test)]

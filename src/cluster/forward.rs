@@ -64,6 +64,21 @@ pub enum Forwarded {
         tag: String,
         count: u64,
     },
+    /// Every take a follower gathered while its previous batch was in flight, answered by the
+    /// leader's sequencer as one unit, in this order (sent only from cluster version
+    /// `Version::CLAIM_BATCHES`: an older leader cannot decode it).
+    TakeMonotonicBatch {
+        takes: Vec<MonotonicTake>,
+    },
+}
+
+/// One take of a monotonic tag in a [`Forwarded::TakeMonotonicBatch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonotonicTake {
+    pub tag: String,
+    pub count: u64,
+    /// One range of `count` consecutive IDs (`/ranges`), rather than `count` IDs in any ranges.
+    pub contiguous: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -73,6 +88,8 @@ pub enum ForwardedReply {
     ReadIndex(Option<u64>),
     /// IDs of a monotonic tag as increasing half-open ranges `(start, end)`.
     Taken(Vec<(u64, u64)>),
+    /// The answer to [`Forwarded::TakeMonotonicBatch`]: one result per take, in its order.
+    TakenBatch(Vec<Result<Vec<(u64, u64)>, Error>>),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
+use crate::cluster::forward::MonotonicTake;
 use crate::cluster::sequencer::Refused;
 use crate::cluster::Cluster;
 use crate::cluster::ForwardError;
@@ -44,6 +45,30 @@ impl Cluster {
             Forwarded::RemoveMember { node_id } => self.execute_remove_member(node_id, deadline).await,
             Forwarded::ReadIndex => self.execute_read_index(deadline).await,
             Forwarded::TakeMonotonic { tag, count } => self.execute_take(&tag, count, deadline).await,
+            Forwarded::TakeMonotonicBatch { takes } => self.execute_take_batch(takes, deadline).await,
+        }
+    }
+
+    /// A follower's batch of takes goes to the sequencer as one unit: one confirmation for all of
+    /// them, cut in the order the follower sent them, each answered on its own.
+    async fn execute_take_batch(
+        &self,
+        takes: Vec<MonotonicTake>,
+        deadline: Instant,
+    ) -> Result<ForwardedReply, Attempt> {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let taken = tokio::time::timeout(remaining, self.sequencer().take_batch(takes))
+            .await
+            .map_err(|_| Attempt::Failed(Error::no_leader("timed out; no ID of this request was handed out")))?;
+        match taken {
+            Ok(answers) => Ok(ForwardedReply::TakenBatch(
+                answers
+                    .into_iter()
+                    .map(|answer| answer.map(|ranges| ranges.iter().map(|r| (r.start, r.end)).collect()))
+                    .collect(),
+            )),
+            Err(Refused::NotLeader) => Err(Attempt::NotLeader),
+            Err(Refused::Failed(error)) => Err(Attempt::Failed(error)),
         }
     }
 

@@ -10,7 +10,9 @@
 //! - [`leader`]: what the leader does with each operation;
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
-//! - [`sequencer`]: how the leader serves monotonic tags, in real-time order;
+//! - [`monotonic`]: monotonic takes as any node asks for them; [`sequencer`]: how the leader
+//!   serves them, in real-time order ([`lane`]: how its ranges are cut); [`take_batcher`]: how a
+//!   follower batches the takes it forwards;
 //! - [`readiness`]: whether this node may serve;
 //! - [`status`]: the `/v1/cluster` view;
 //! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
@@ -23,12 +25,15 @@ mod attempt;
 mod catch_up;
 mod forward;
 mod incarnations;
+mod lane;
 mod leader;
 mod membership;
+mod monotonic;
 mod readiness;
 mod retry;
 mod sequencer;
 mod status;
+mod take_batcher;
 pub mod versions;
 
 use std::sync::atomic::AtomicBool;
@@ -53,13 +58,13 @@ pub use self::forward::ForwardedReply;
 pub use self::forward::Hello;
 pub use self::forward::HelloError;
 pub use self::forward::HttpPeers;
+pub use self::forward::MonotonicTake;
 pub use self::forward::Peers;
 pub use self::incarnations::record_unknown_incarnations;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
 pub use self::status::ClusterStatus;
 pub use self::status::ReplicationStatus;
-use crate::engine::IdRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::network::IdentityCheck;
@@ -100,6 +105,8 @@ pub struct Cluster {
     caught_up: AtomicBool,
     /// Started on the first monotonic take this node serves as leader.
     sequencer: OnceLock<sequencer::Sequencer>,
+    /// Started on the first monotonic take this node forwards in a batch.
+    take_batcher: OnceLock<take_batcher::TakeBatcher>,
     /// This node's leader lease (see `raft::lease`); the one its network records appends in.
     lease: Arc<LeaderLease>,
 }
@@ -126,6 +133,7 @@ impl Cluster {
             has_been_ready: AtomicBool::new(false),
             caught_up,
             sequencer: OnceLock::new(),
+            take_batcher: OnceLock::new(),
             lease: Arc::new(LeaderLease::disabled()),
         }
     }
@@ -211,19 +219,6 @@ impl Cluster {
         Ok(())
     }
 
-    /// `count` IDs of a monotonic tag from the leader, larger than every ID of it any client
-    /// received before the call. A take is sent again after an attempt whose fate is unknown:
-    /// IDs of an answer nobody receives are a gap.
-    pub async fn take_monotonic(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
-        let op = Forwarded::TakeMonotonic { tag: tag.to_string(), count };
-        match self.submit(op, Resend::Allowed, self.write_timeout).await? {
-            ForwardedReply::Taken(ranges) => {
-                Ok(ranges.into_iter().map(|(start, end)| IdRange { start, end }).collect())
-            }
-            other => Err(Error::no_leader(format!("unexpected reply to a take: {other:?}"))),
-        }
-    }
-
     /// The mode of `tag` in this replica (`None`: no such tag here).
     pub fn tag_mode(&self, tag: &str) -> Option<raft::TagMode> {
         self.read(|state| state.tags.get(tag).map(|record| record.mode))
@@ -272,7 +267,13 @@ impl Cluster {
             // goes to the new leader instead (a claim abandoned this way is a gap). Membership
             // changes are not raced: a resend after an unseen success would answer an error.
             let race = resend == Resend::Allowed
-                && matches!(op, Forwarded::Write(_) | Forwarded::ReadIndex | Forwarded::TakeMonotonic { .. });
+                && matches!(
+                    op,
+                    Forwarded::Write(_)
+                        | Forwarded::ReadIndex
+                        | Forwarded::TakeMonotonic { .. }
+                        | Forwarded::TakeMonotonicBatch { .. }
+                );
             let attempt = match metrics.current_leader {
                 Some(leader) if leader == self.node_id => Some(self.execute(op.clone(), deadline).await),
                 Some(leader) => match metrics.membership_config.membership().get_node(&leader) {

@@ -19,7 +19,12 @@
 //!
 //! Concurrent takes share one confirmation: the driver task takes everything queued, confirms
 //! once, and answers all of it. While the lease holds, which heartbeats renew every
-//! `heartbeat_interval`, a batch costs no message at all; without it, one heartbeat round.
+//! `heartbeat_interval`, a batch costs no message at all; without it, one heartbeat round. A
+//! follower's forwarded batch (`Forwarded::TakeMonotonicBatch`) is one unit of the queue: its
+//! takes share the confirmation and are cut in the order the follower sent them.
+//!
+//! Each take is judged on its own: a tag that does not exist (or whose claim failed) fails its
+//! takes only. Only losing the leadership refuses a whole batch.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -35,13 +40,24 @@ use tokio::time::Instant;
 use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
+use crate::cluster::forward::MonotonicTake;
+use crate::cluster::lane::shortfall;
+use crate::cluster::lane::Lane;
 use crate::engine::step::Bounds;
 use crate::engine::IdRange;
 use crate::engine::StepPolicy;
 use crate::error::Error;
+use crate::error::ErrorCode;
 
-/// The most takes one confirmation answers; more wait for the next round.
+/// The most takes one confirmation answers; more wait for the next round (a forwarded batch is
+/// never split, so one round may exceed it by one batch).
 const MAX_BATCH: usize = 4096;
+/// The most IDs one take may ask for: what one claim holds, so a contiguous take fits one range
+/// (the API allows 10,000; a forwarded take above this is refused).
+const MAX_TAKE: u64 = MAX_STEP;
+/// The most claims one tag makes for one round: the takes the API allows (at most 10,000 IDs
+/// each) need at most `MAX_BATCH` × 10,000 IDs, which `MAX_STEP`-sized claims cover in five.
+const MAX_CLAIMS_PER_ROUND: usize = 8;
 /// Bounds of the range a claim asks for: the tag's step at least, `MAX_STEP` at most.
 const MAX_STEP: u64 = raft::tag::MAX_STEP;
 /// Leaf's dynamic step on a shorter clock, within `[tag step, MAX_STEP]`: a range used up in less
@@ -71,15 +87,18 @@ impl From<Attempt> for Refused {
     }
 }
 
-struct Take {
-    tag: String,
-    count: u64,
-    reply: oneshot::Sender<Result<Vec<IdRange>, Refused>>,
+/// Each take's IDs (or why it got none), in the order of the takes.
+pub type Answers = Vec<Result<Vec<IdRange>, Error>>;
+
+/// Takes answered together: one caller's take, or a follower's whole forwarded batch.
+struct Unit {
+    takes: Vec<MonotonicTake>,
+    reply: oneshot::Sender<Result<Answers, Refused>>,
 }
 
 /// The handle: takes go to one driver task, which owns every range.
 pub struct Sequencer {
-    takes: mpsc::UnboundedSender<Take>,
+    units: mpsc::UnboundedSender<Unit>,
 }
 
 impl Sequencer {
@@ -91,51 +110,30 @@ impl Sequencer {
         lease: std::sync::Arc<LeaderLease>,
         timeout: Duration,
     ) -> Sequencer {
-        let (takes, rx) = mpsc::unbounded_channel();
+        let (units, rx) = mpsc::unbounded_channel();
         tokio::spawn(Driver { raft, store, lease, timeout, tags: HashMap::new() }.run(rx));
-        Sequencer { takes }
+        Sequencer { units }
     }
 
     /// `count` IDs of the monotonic `tag`, larger than every ID of it any client received
     /// before this call.
     pub async fn take(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, Refused> {
+        let take = MonotonicTake { tag: tag.to_string(), count, contiguous: false };
+        let mut answers = self.take_batch(vec![take]).await?;
+        match answers.pop() {
+            Some(answer) => answer.map_err(Refused::Failed),
+            None => Err(Refused::Failed(Error::no_leader("the sequencer answered no take"))),
+        }
+    }
+
+    /// Every take of `takes`, as one unit: one confirmation, cut in this order, each answered
+    /// on its own (`Refused` only when the whole unit is: this node does not lead).
+    pub async fn take_batch(&self, takes: Vec<MonotonicTake>) -> Result<Answers, Refused> {
         let (reply, answer) = oneshot::channel();
-        let take = Take { tag: tag.to_string(), count, reply };
-        if self.takes.send(take).is_err() {
+        if self.units.send(Unit { takes, reply }).is_err() {
             return Err(Refused::Failed(Error::no_leader("this node is shutting down")));
         }
         answer.await.unwrap_or_else(|_| Err(Refused::Failed(Error::no_leader("this node is shutting down"))))
-    }
-}
-
-/// This leader's ranges of one tag, all claimed in `term`.
-struct Lane {
-    term: u64,
-    ranges: VecDeque<IdRange>,
-    /// What the next claim asks for.
-    step: u64,
-    claimed_at: Instant,
-}
-
-impl Lane {
-    fn available(&self) -> u64 {
-        self.ranges.iter().map(IdRange::len).sum()
-    }
-
-    /// Takes `count` IDs off the front; the caller made sure there are enough.
-    fn cut(&mut self, mut count: u64) -> Vec<IdRange> {
-        let mut out = Vec::new();
-        while count > 0 {
-            let Some(front) = self.ranges.front_mut() else { break };
-            let n = count.min(front.len());
-            out.push(IdRange { start: front.start, end: front.start + n });
-            front.start += n;
-            count -= n;
-            if front.is_empty() {
-                self.ranges.pop_front();
-            }
-        }
-        out
     }
 }
 
@@ -148,12 +146,16 @@ struct Driver {
 }
 
 impl Driver {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Take>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Unit>) {
         while let Some(first) = rx.recv().await {
+            let mut takes = first.takes.len();
             let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
+            while takes < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(take) => batch.push(take),
+                    Ok(unit) => {
+                        takes += unit.takes.len();
+                        batch.push(unit);
+                    }
                     Err(_) => break,
                 }
             }
@@ -163,38 +165,20 @@ impl Driver {
 
     /// Answers one batch: claims what is missing, confirms leadership unless a claim already did,
     /// then cuts IDs in arrival order.
-    async fn serve(&mut self, batch: Vec<Take>) {
+    async fn serve(&mut self, batch: Vec<Unit>) {
         let Some(term) = self.leading_term() else {
             self.tags.clear();
             return refuse_all(batch, || Refused::NotLeader);
         };
         self.tags.retain(|_, lane| lane.term == term);
         let deadline = Instant::now() + self.timeout;
-        let mut needed: HashMap<&str, u64> = HashMap::new();
-        for take in &batch {
-            let total = needed.entry(take.tag.as_str()).or_default();
-            *total = total.saturating_add(take.count);
-        }
-        let mut confirmed = false;
-        let mut failed: HashMap<String, Error> = HashMap::new();
-        let mut short: Vec<(String, u64)> = needed
-            .into_iter()
-            .filter(|(tag, n)| self.tags.get(*tag).map_or(0, Lane::available) < *n)
-            .map(|(tag, n)| (tag.to_string(), n))
-            .collect();
-        short.sort();
-        for (tag, n) in short {
-            match self.claim(&tag, n, term, deadline).await {
-                Ok(()) => confirmed = true,
-                Err(Refused::NotLeader) => {
-                    self.tags.clear();
-                    return refuse_all(batch, || Refused::NotLeader);
-                }
-                Err(Refused::Failed(error)) => {
-                    failed.insert(tag, error);
-                }
+        let (confirmed, failed) = match self.claim_what_is_short(&batch, term, deadline).await {
+            Ok(claimed) => claimed,
+            Err(refused) => {
+                self.tags.clear();
+                return refuse_all(batch, || refused.clone());
             }
-        }
+        };
         if !confirmed && !self.lease_holds(term) {
             if let Err(attempt) = confirm_leadership(&self.raft, deadline).await {
                 self.tags.clear();
@@ -207,19 +191,68 @@ impl Driver {
             self.tags.clear();
             return refuse_all(batch, || Refused::NotLeader);
         }
-        for take in batch {
-            let answer = match (failed.get(&take.tag), self.tags.get_mut(&take.tag)) {
-                (Some(error), _) => Err(Refused::Failed(error.clone())),
-                (None, Some(lane)) if lane.available() >= take.count => Ok(lane.cut(take.count)),
-                // A claim shorter than asked (the tag's last IDs): what is left goes in order,
-                // then the tag is exhausted.
-                _ => Err(Refused::Failed(Error::new(
-                    crate::error::ErrorCode::TagExhausted,
-                    format!("tag '{}' has handed out its last ID", take.tag),
-                ))),
-            };
-            let _ = take.reply.send(answer);
+        for unit in batch {
+            let answers = unit.takes.iter().map(|take| self.cut(take, &failed)).collect();
+            let _ = unit.reply.send(Ok(answers));
         }
+    }
+
+    /// One take's IDs off its tag's lane, in the order takes are cut.
+    fn cut(&mut self, take: &MonotonicTake, failed: &HashMap<String, Error>) -> Result<Vec<IdRange>, Error> {
+        if let Some(invalid) = invalid(take) {
+            return Err(invalid);
+        }
+        if let Some(error) = failed.get(&take.tag) {
+            return Err(error.clone());
+        }
+        let lane = self.tags.get_mut(&take.tag);
+        match lane.and_then(|lane| lane.cut(take.count, take.contiguous)) {
+            Some(ranges) => Ok(ranges),
+            // A claim shorter than asked (the tag's last IDs): what is left goes in order,
+            // then the tag is exhausted.
+            None => Err(Error::new(ErrorCode::TagExhausted, format!("tag '{}' has handed out its last ID", take.tag))),
+        }
+    }
+
+    /// Claims, per tag, what its lane lacks to cut every take of `batch` in order. Answers
+    /// whether a claim committed (which confirms the leadership for the batch) and the tags whose
+    /// claim failed; `Refused` when this node stopped leading.
+    async fn claim_what_is_short(
+        &mut self,
+        batch: &[Unit],
+        term: u64,
+        deadline: Instant,
+    ) -> Result<(bool, HashMap<String, Error>), Refused> {
+        let mut by_tag: HashMap<&str, Vec<(u64, bool)>> = HashMap::new();
+        for take in batch.iter().flat_map(|unit| &unit.takes).filter(|take| invalid(take).is_none()) {
+            by_tag.entry(take.tag.as_str()).or_default().push((take.count, take.contiguous));
+        }
+        let mut tags: Vec<(&str, Vec<(u64, bool)>)> = by_tag.into_iter().collect();
+        tags.sort_by_key(|(tag, _)| *tag);
+        let (mut confirmed, mut failed) = (false, HashMap::new());
+        let none = VecDeque::new();
+        for (tag, takes) in tags {
+            for _ in 0..MAX_CLAIMS_PER_ROUND {
+                let missing = shortfall(self.tags.get(tag).map_or(&none, |lane| &lane.ranges), &takes);
+                if missing == 0 {
+                    break;
+                }
+                match self.claim(tag, missing, term, deadline).await {
+                    Ok(full) => {
+                        confirmed = true;
+                        if !full {
+                            break;
+                        }
+                    }
+                    Err(Refused::NotLeader) => return Err(Refused::NotLeader),
+                    Err(Refused::Failed(error)) => {
+                        failed.insert(tag.to_string(), error);
+                        break;
+                    }
+                }
+            }
+        }
+        Ok((confirmed, failed))
     }
 
     /// Whether this node's lease as leader of `term` holds now (checked after every take of the
@@ -243,24 +276,25 @@ impl Driver {
             .then_some(metrics.current_term)
     }
 
-    /// Claims at least `needed` more IDs of `tag` in `term` (a claim committed in another term
-    /// is not served from).
-    async fn claim(&mut self, tag: &str, needed: u64, term: u64, deadline: Instant) -> Result<(), Refused> {
+    /// Claims one range of `tag` in `term` holding at least `missing` IDs (at most `MAX_STEP`;
+    /// a claim committed in another term is not served from). Answers whether the range is as
+    /// long as asked: a shorter one holds the tag's last IDs.
+    async fn claim(&mut self, tag: &str, missing: u64, term: u64, deadline: Instant) -> Result<bool, Refused> {
         let configured = self.store.read(|sm| sm.tags.get(tag).map(|record| record.step));
         let Some(configured) = configured else {
             return Err(Refused::Failed(Error::tag_not_found(tag)));
         };
         // Leaf's dynamic step, on a shorter clock: a leader claims on the write path of a
         // request, so a range should last about a second at the current rate.
-        let (step, missing) = match self.tags.get_mut(tag) {
-            None => (configured, needed),
+        let step = match self.tags.get_mut(tag) {
+            None => configured,
             Some(lane) => {
                 lane.step = STEP_POLICY.next_step(configured, Some((lane.step, lane.claimed_at.elapsed())));
-                (lane.step, needed.saturating_sub(lane.available()))
+                lane.step
             }
         };
-        let step = step.max(missing).min(MAX_STEP);
-        let request = raft::Request::ClaimMonotonic { tag: tag.to_string(), step };
+        let asked = step.max(missing).min(MAX_STEP);
+        let request = raft::Request::ClaimMonotonic { tag: tag.to_string(), step: asked };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let written = tokio::time::timeout(remaining, self.raft.client_write(request))
             .await
@@ -271,15 +305,10 @@ impl Driver {
         }
         match written.data {
             raft::Response::Segment { start, end } => {
-                let lane = self.tags.entry(tag.to_string()).or_insert_with(|| Lane {
-                    term,
-                    ranges: VecDeque::new(),
-                    step,
-                    claimed_at: Instant::now(),
-                });
+                let lane = self.tags.entry(tag.to_string()).or_insert_with(|| Lane::new(term, step));
                 lane.ranges.push_back(IdRange { start, end });
                 lane.claimed_at = Instant::now();
-                Ok(())
+                Ok(end.saturating_sub(start) >= asked)
             }
             raft::Response::Rejected(rejection) => Err(Refused::Failed(Error::from_rejection(tag, &rejection))),
             other => Err(Refused::Failed(Error::no_leader(format!("unexpected answer to a claim: {other:?}")))),
@@ -287,32 +316,14 @@ impl Driver {
     }
 }
 
-fn refuse_all(batch: Vec<Take>, refused: impl Fn() -> Refused) {
-    for take in batch {
-        let _ = take.reply.send(Err(refused()));
-    }
+/// Why a take cannot be served whatever the lanes hold (a forwarded take is checked here too).
+fn invalid(take: &MonotonicTake) -> Option<Error> {
+    (take.count == 0 || take.count > MAX_TAKE)
+        .then(|| Error::invalid(format!("count must be between 1 and {MAX_TAKE}, got {}", take.count)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lane(ranges: &[(u64, u64)]) -> Lane {
-        Lane {
-            term: 1,
-            ranges: ranges.iter().map(|&(start, end)| IdRange { start, end }).collect(),
-            step: 10,
-            claimed_at: Instant::now(),
-        }
-    }
-
-    #[test]
-    fn a_lane_cuts_in_order_across_ranges() {
-        let mut lane = lane(&[(10, 13), (20, 30)]);
-        assert_eq!(lane.available(), 13);
-        assert_eq!(lane.cut(2), vec![IdRange { start: 10, end: 12 }]);
-        assert_eq!(lane.cut(3), vec![IdRange { start: 12, end: 13 }, IdRange { start: 20, end: 22 }]);
-        assert_eq!(lane.cut(8), vec![IdRange { start: 22, end: 30 }]);
-        assert_eq!(lane.available(), 0);
+fn refuse_all(batch: Vec<Unit>, refused: impl Fn() -> Refused) {
+    for unit in batch {
+        let _ = unit.reply.send(Err(refused()));
     }
 }

@@ -59,22 +59,8 @@ impl Cluster {
         if crate::planted::feature_gate_off() {
             return Ok(());
         }
-        let current = self.cluster_version();
         match request.needs() {
-            Needs::ClusterVersion(needed) if current >= needed => Ok(()),
-            Needs::ClusterVersion(needed) => {
-                let behind = self.members_behind(needed, Judge::Any);
-                let why = match behind.is_empty() {
-                    true => format!(
-                        "every member runs {needed} or newer; the leader raises the cluster version within seconds \
-                         unless --hold-cluster-version holds it"
-                    ),
-                    false => format!("members still below {needed}: {}", describe(&behind)),
-                };
-                Err(feature_not_enabled(format!(
-                    "this command needs cluster version {needed}, the cluster is at {current}; {why}"
-                )))
-            }
+            Needs::ClusterVersion(needed) => self.require_cluster_version(needed, "this command"),
             Needs::EveryMember(_) if !as_leader => Ok(()),
             Needs::EveryMember(version) => match self.members_behind(version, Judge::Fresh) {
                 behind if behind.is_empty() => Ok(()),
@@ -85,6 +71,24 @@ impl Cluster {
                 ))),
             },
         }
+    }
+
+    /// Refuses what needs cluster version `needed` while the cluster is below it (409
+    /// `FEATURE_NOT_ENABLED`, naming the members still behind); `what` names it in the message.
+    pub(super) fn require_cluster_version(&self, needed: Version, what: &str) -> Result<(), Error> {
+        let current = self.cluster_version();
+        if current >= needed {
+            return Ok(());
+        }
+        let behind = self.members_behind(needed, Judge::Any);
+        let why = match behind.is_empty() {
+            true => format!(
+                "every member runs {needed} or newer; the leader raises the cluster version within seconds unless \
+                 --hold-cluster-version holds it"
+            ),
+            false => format!("members still below {needed}: {}", describe(&behind)),
+        };
+        Err(feature_not_enabled(format!("{what} needs cluster version {needed}, the cluster is at {current}; {why}")))
     }
 
     /// The replicated cluster version as this replica applied it.

@@ -126,44 +126,48 @@ pub(crate) fn spawn_clients(
 async fn a_deposed_leader_never_answers_after_a_newer_leader_has() {
     fixtures::run(async {
         let cluster = TestCluster::new(3).await;
-        let leader = cluster.leader().await;
         create_monotonic(&cluster, "ticks").await;
-        let history = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let clients = spawn_clients(&cluster, "ticks", 6, Arc::clone(&history), Arc::clone(&stop));
-        let answered = |history: &Arc<Mutex<Vec<Op>>>| history.lock().expect("history").len();
-        fixtures::wait_until(CATCH_UP_LIMIT, "takes answered before the cut", || {
-            (answered(&history) >= 50).then_some(())
-        })
-        .await;
-
-        let others: Vec<u64> = ALL.into_iter().filter(|id| *id != leader).collect();
-        tracing::info!(leader, "--- cut the leader off; clients keep asking every node");
-        cluster.router.add_filter("cut", Filter::block().between(&[leader], &others));
-        let new = cluster.leader_other_than(leader).await;
-        let before = answered(&history);
-        fixtures::wait_until(CATCH_UP_LIMIT, "takes answered by the new leader", || {
-            (answered(&history) >= before + 50).then_some(())
-        })
-        .await;
-
-        tracing::info!(new, "--- heal");
-        cluster.router.remove_filter("cut");
-        let before = answered(&history);
-        fixtures::wait_until(CATCH_UP_LIMIT, "takes answered after healing", || {
-            (answered(&history) >= before + 50).then_some(())
-        })
-        .await;
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        for client in clients {
-            client.await.expect("client task");
-        }
-        let history = history.lock().expect("history").clone();
-        let by_old_leader_during_cut = history.iter().filter(|op| op.node == leader).count();
-        tracing::info!(ops = history.len(), by_old_leader_during_cut, "history recorded");
-        let violations = real_time_violations(&history);
-        assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
-        cluster.assert_invariants();
+        cut_the_leader_off_under_load(&cluster).await;
     })
     .await;
+}
+
+/// Clients on every node take IDs of the monotonic tag `ticks` while the leader is cut off, a new
+/// one is elected, and the cut heals; the recorded history must keep real-time order.
+pub(crate) async fn cut_the_leader_off_under_load(cluster: &TestCluster) {
+    let leader = cluster.leader().await;
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients = spawn_clients(cluster, "ticks", 6, Arc::clone(&history), Arc::clone(&stop));
+    let answered = |history: &Arc<Mutex<Vec<Op>>>| history.lock().expect("history").len();
+    fixtures::wait_until(CATCH_UP_LIMIT, "takes answered before the cut", || (answered(&history) >= 50).then_some(()))
+        .await;
+
+    let others: Vec<u64> = ALL.into_iter().filter(|id| *id != leader).collect();
+    tracing::info!(leader, "--- cut the leader off; clients keep asking every node");
+    cluster.router.add_filter("cut", Filter::block().between(&[leader], &others));
+    let new = cluster.leader_other_than(leader).await;
+    let before = answered(&history);
+    fixtures::wait_until(CATCH_UP_LIMIT, "takes answered by the new leader", || {
+        (answered(&history) >= before + 50).then_some(())
+    })
+    .await;
+
+    tracing::info!(new, "--- heal");
+    cluster.router.remove_filter("cut");
+    let before = answered(&history);
+    fixtures::wait_until(CATCH_UP_LIMIT, "takes answered after healing", || {
+        (answered(&history) >= before + 50).then_some(())
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for client in clients {
+        client.await.expect("client task");
+    }
+    let history = history.lock().expect("history").clone();
+    let by_old_leader_during_cut = history.iter().filter(|op| op.node == leader).count();
+    tracing::info!(ops = history.len(), by_old_leader_during_cut, "history recorded");
+    let violations = real_time_violations(&history);
+    assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+    cluster.assert_invariants();
 }

@@ -68,15 +68,13 @@ async fn a_monotonic_tag_stays_in_real_time_order_across_a_leader_kill() {
     assert_eq!((status.as_u16(), created["mode"].as_str()), (201, Some("monotonic")), "{created}");
 
     // The API's answers about modes.
-    let ranges = cluster.request(leader, Method::GET, "/v1/segment/ticks/ranges?count=5", None, None).await;
-    assert_error(&ranges, 409, "MODE_MISMATCH", "/ranges of a monotonic tag");
     let back = r#"{"mode":"segment"}"#;
     let answer = cluster.request(leader, Method::PATCH, "/v1/tags/ticks", Some(back), None).await;
     assert_error(&answer, 409, "MODE_MISMATCH", "a move back to segment");
     let bad = cluster.request(leader, Method::PATCH, "/v1/tags/ticks", Some(r#"{"mode":"fast"}"#), None).await;
     assert_error(&bad, 400, "INVALID_ARGUMENT", "an unknown mode");
 
-    let takers = Takers::start(&mut cluster);
+    let takers = Takers::start(&mut cluster, "/v1/segment/ticks?count=4");
     takers.progress(200).await;
     cluster.kill(leader);
     let new = cluster.wait_leader(TIMEOUT).await;
@@ -102,7 +100,7 @@ async fn a_leader_frozen_past_its_lease_answers_nothing_old_when_it_resumes() {
     let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
     assert_eq!(status.as_u16(), 201, "{created}");
     cluster.wait_tag_known(&[1, 2, 3], "ticks", TIMEOUT).await;
-    let takers = Takers::start(&mut cluster);
+    let takers = Takers::start(&mut cluster, "/v1/segment/ticks?count=4");
     takers.progress(100).await;
     cluster.signal(leader, libc::SIGSTOP);
     let others: Vec<u64> = (1..=3).filter(|id| *id != leader).collect();
@@ -123,8 +121,91 @@ async fn a_leader_frozen_past_its_lease_answers_nothing_old_when_it_resumes() {
     takers.stop_and_check().await;
 }
 
-/// Clients taking `count=4` of the monotonic tag `ticks` from every node in turn, recording each
-/// answered take, until stopped.
+/// `/ranges` of a monotonic tag (SPEC §4b): one range of exactly `count` consecutive IDs, above
+/// everything answered before, whichever node is asked; concurrent takers of ranges and of lists
+/// on every node keep real-time order. The small step makes ranges cross claims, so the rest of a
+/// range too short for a request is skipped.
+#[tokio::test]
+async fn monotonic_ranges_are_contiguous_and_increase_across_leader_and_followers() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let body = r#"{"tag":"blocks","step":1000,"mode":"monotonic"}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    cluster.wait_tag_known(&[1, 2, 3], "blocks", TIMEOUT).await;
+    let clients: Vec<_> = (1..=3).map(|id| cluster.client(id)).collect();
+    wait_until(TIMEOUT, "the cluster version to allow monotonic ranges", || async {
+        for client in &clients {
+            let status = client.cluster_status().await.map_err(|e| e.to_string())?;
+            let version = status.extra.get("cluster_version").and_then(|v| v.as_str()).unwrap_or("").to_string();
+            if version != "0.3.0" {
+                return Err(format!("node {} at cluster version {version:?}", status.node_id));
+            }
+        }
+        Ok(())
+    })
+    .await;
+
+    let too_many = cluster.request(leader, Method::GET, "/v1/segment/blocks/ranges?count=10001", None, None).await;
+    assert_error(&too_many, 400, "INVALID_ARGUMENT", "a count above 10,000");
+    let mut above = 0;
+    for (round, count) in [1u64, 300, 999, 1000, 10_000, 7, 600, 600, 600].into_iter().enumerate() {
+        let node = 1 + round as u64 % 3;
+        let path = format!("/v1/segment/blocks/ranges?count={count}");
+        let (status, answer) = cluster.request(node, Method::GET, &path, None, None).await;
+        assert_eq!(status.as_u16(), 200, "node {node}: {answer}");
+        let ranges = answer["ranges"].as_array().expect("ranges");
+        assert_eq!(ranges.len(), 1, "node {node}, count={count}: one contiguous range: {answer}");
+        let bound = |name: &str| ranges[0][name].as_str().and_then(|v| v.parse::<u64>().ok()).expect("a bound");
+        let (start, end) = (bound("start"), bound("end"));
+        assert_eq!(end - start, count, "node {node}: {answer}");
+        assert!(start >= above, "node {node} answered [{start}, {end}) after an answer ending at {above}");
+        above = end;
+    }
+    // The client library's handle: one request per call, each range above the last.
+    for client in &clients {
+        let range = client.monotonic("blocks").next_range(50).await.expect("a range through the client library");
+        assert!(range.len() == 50 && range.start >= above, "{range:?} after an answer ending at {above}");
+        above = range.end;
+    }
+
+    let ranges = Takers::start(&mut cluster, "/v1/segment/blocks/ranges?count=10");
+    let lists = Takers::start(&mut cluster, "/v1/segment/blocks?count=4");
+    ranges.progress(200).await;
+    lists.progress(200).await;
+    let mut history = ranges.stop().await;
+    history.extend(lists.stop().await);
+    check(&history);
+}
+
+/// While the cluster version stays below 0.3.0 (`--hold-cluster-version`, as in a cluster not
+/// fully upgraded), `/ranges` of a monotonic tag is refused unserved with 409
+/// `FEATURE_NOT_ENABLED`, and takes through followers are still served in real-time order (each
+/// forwarded on its own, the message a 0.1.0 leader decodes).
+#[tokio::test]
+async fn below_cluster_version_0_3_monotonic_ranges_are_refused_and_takes_still_served() {
+    let mut cluster = ProcessCluster::new().start_members_with(&[1, 2, 3], &["--hold-cluster-version"]);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let body = r#"{"tag":"ticks","step":1000,"mode":"monotonic"}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    cluster.wait_tag_known(&[1, 2, 3], "ticks", TIMEOUT).await;
+    for node in 1..=3 {
+        let answer = cluster.request(node, Method::GET, "/v1/segment/ticks/ranges?count=5", None, None).await;
+        assert_error(&answer, 409, "FEATURE_NOT_ENABLED", "/ranges of a monotonic tag below 0.3.0");
+        let message = answer.1["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert!(message.contains("needs cluster version 0.3.0, the cluster is at 0.1.0"), "{message}");
+    }
+    let takers = Takers::start(&mut cluster, "/v1/segment/ticks?count=4");
+    takers.progress(300).await;
+    let history = takers.stop_and_check().await;
+    assert!(history.iter().any(|op| op.node != leader as usize), "followers answered takes");
+    let status = cluster.client(leader).cluster_status().await.expect("the cluster status");
+    assert_eq!(status.extra.get("cluster_version").and_then(|v| v.as_str()), Some("0.1.0"), "held: {status:?}");
+}
+
+/// Clients taking IDs of a monotonic tag with `path` (a list or `/ranges`) from every node in
+/// turn, recording each answered take, until stopped.
 struct Takers {
     history: Arc<Mutex<Vec<Op>>>,
     stop: Arc<AtomicBool>,
@@ -132,7 +213,7 @@ struct Takers {
 }
 
 impl Takers {
-    fn start(cluster: &mut ProcessCluster) -> Takers {
+    fn start(cluster: &mut ProcessCluster, path: &'static str) -> Takers {
         let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
         let history = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
@@ -147,11 +228,10 @@ impl Takers {
                         let node = round % urls.len();
                         round += 1;
                         let sent = Instant::now();
-                        let url = format!("{}/v1/segment/ticks?count=4", urls[node]);
+                        let url = format!("{}{path}", urls[node]);
                         let Ok(response) = http.get(url).send().await else { continue };
                         let Ok(body) = response.json::<serde_json::Value>().await else { continue };
-                        let Some(ids) = body["ids"].as_array() else { continue };
-                        let ids = ids.iter().filter_map(|id| id.as_str()?.parse().ok()).collect();
+                        let Some(ids) = ids_of(&body) else { continue };
                         let op = Op { node: node + 1, sent, answered: Instant::now(), ids };
                         history.lock().expect("history").push(op);
                     }
@@ -179,17 +259,37 @@ impl Takers {
         .await
     }
 
-    /// Stops the clients and checks their history: no ID twice, real-time order.
-    async fn stop_and_check(self) -> Vec<Op> {
+    /// Stops the clients and answers their history.
+    async fn stop(self) -> Vec<Op> {
         self.stop.store(true, SeqCst);
         for task in self.tasks {
             task.await.expect("client task");
         }
-        let history = self.history.lock().expect("history").clone();
-        let repeated = repeated_ids(&history);
-        assert!(repeated.is_empty(), "{} IDs handed out twice, first: {:?}", repeated.len(), repeated.first());
-        let violations = real_time_violations(&history);
-        assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
+        self.history.lock().expect("history").clone()
+    }
+
+    /// Stops the clients and checks their history.
+    async fn stop_and_check(self) -> Vec<Op> {
+        let history = self.stop().await;
+        check(&history);
         history
     }
+}
+
+/// The IDs of an answer: `"ids"`, or every ID of `"ranges"`.
+fn ids_of(body: &serde_json::Value) -> Option<Vec<u64>> {
+    let number = |value: &serde_json::Value| value.as_str()?.parse::<u64>().ok();
+    if let Some(ids) = body["ids"].as_array() {
+        return Some(ids.iter().filter_map(number).collect());
+    }
+    let ranges = body["ranges"].as_array()?;
+    Some(ranges.iter().filter_map(|range| Some(number(&range["start"])?..number(&range["end"])?)).flatten().collect())
+}
+
+/// A history's checks: no ID twice, real-time order.
+fn check(history: &[Op]) {
+    let repeated = repeated_ids(history);
+    assert!(repeated.is_empty(), "{} IDs handed out twice, first: {:?}", repeated.len(), repeated.first());
+    let violations = real_time_violations(history);
+    assert!(violations.is_empty(), "{} violations, first: {:?}", violations.len(), violations.first());
 }

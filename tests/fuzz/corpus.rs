@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use leafraft::cluster::ForwardError;
 use leafraft::cluster::Forwarded;
 use leafraft::cluster::ForwardedReply;
+use leafraft::cluster::MonotonicTake;
 use leafraft::error::Error;
 use leafraft::error::ErrorCode;
 use openraft::error::Fatal;
@@ -140,6 +141,13 @@ pub fn forwarded() -> Vec<Vec<u8>> {
         Forwarded::PromoteVoter { node_id: 4 },
         Forwarded::RemoveMember { node_id: 4 },
         Forwarded::ReadIndex,
+        Forwarded::TakeMonotonic { tag: "ticks".into(), count: 3 },
+        Forwarded::TakeMonotonicBatch {
+            takes: vec![
+                MonotonicTake { tag: "ticks".into(), count: 3, contiguous: false },
+                MonotonicTake { tag: "ticks".into(), count: 10_000, contiguous: true },
+            ],
+        },
     ]);
     encoded(&ops)
 }
@@ -166,6 +174,11 @@ pub fn forward_answers() -> Vec<Vec<u8>> {
     answers.extend([
         Ok(ForwardedReply::Done),
         Ok(ForwardedReply::ReadIndex(Some(7))),
+        Ok(ForwardedReply::Taken(vec![(1, 4)])),
+        Ok(ForwardedReply::TakenBatch(vec![
+            Ok(vec![(1, 4), (9, 10)]),
+            Err(Error::new(ErrorCode::TagNotFound, "tag 'x' does not exist")),
+        ])),
         Err(ForwardError::NotLeader),
         Err(ForwardError::Failed(Error::new(ErrorCode::TagExists, "tag 'order' already exists"))),
     ]);

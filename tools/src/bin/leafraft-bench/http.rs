@@ -7,6 +7,10 @@
 //! send: tokio's timers have millisecond granularity, so charging the scheduled time would
 //! measure the timer, not the server (the baseline shows the same ~1 ms then). Sends that leave
 //! more than 2 ms behind schedule are counted (`late_sends`), so a saturated server still shows.
+//!
+//! With `history`, every answered request is recorded (when it was sent, when its answer came
+//! back, its smallest and largest ID) and the whole run is checked for real-time order: what a
+//! monotonic tag promises (SPEC §4b), judged on the load generator's own records.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,9 +20,15 @@ use http_body_util::BodyExt;
 use http_body_util::Empty;
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
+use leafraft_history::Span;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::answers::count_duplicates;
+use crate::answers::parse_ids;
+use crate::answers::push_run;
+use crate::answers::real_time_violations;
+use crate::answers::Seen;
 use crate::report::new_histogram;
 use crate::report::Percentiles;
 
@@ -31,6 +41,8 @@ pub struct HttpOptions {
     pub rate: Option<f64>,
     /// Collect every returned ID and check that none repeats.
     pub check_unique: bool,
+    /// Record every answered request and check real-time order over them.
+    pub history: bool,
     /// PEM CA certificates that `https://` targets' certificates chain to.
     pub ca: Option<std::path::PathBuf>,
 }
@@ -54,10 +66,18 @@ pub struct HttpReport {
     pub late_sends: u64,
     /// `None` when not checked.
     pub duplicates: Option<u64>,
+    /// With `history`: the answered requests recorded, and how many of them got IDs below those
+    /// of a request answered before they were sent.
+    pub history_requests: Option<u64>,
+    pub real_time_violations: Option<u64>,
 }
 
-/// IDs seen, as sorted-later runs `[start, end)` per sequence (a tag, or snowflake).
-type Seen = BTreeMap<String, Vec<(u64, u64)>>;
+/// What a worker keeps of each answer.
+#[derive(Debug, Clone, Copy)]
+struct Keep {
+    ids: bool,
+    history: bool,
+}
 
 struct Target {
     addr: String,
@@ -137,14 +157,15 @@ pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
         let (addr, host, path, sequence) =
             (target.addr.clone(), target.host.clone(), target.path.clone(), target.sequence.clone());
         let tls = target.tls.clone();
-        let check = options.check_unique;
+        let keep = Keep { ids: options.check_unique, history: options.history };
         // Stagger scheduled workers so their sends spread over the interval.
         let first = interval.map_or(start, |iv| start + iv.mul_f64(i as f64 / options.concurrency as f64));
-        workers.spawn(async move { worker(addr, tls, host, path, sequence, check, first, interval, deadline).await });
+        workers.spawn(async move { worker(addr, tls, host, path, sequence, keep, first, interval, deadline).await });
     }
     let mut report = HttpReport::default();
     let mut histogram = new_histogram();
     let mut seen = Seen::new();
+    let mut spans = Vec::new();
     while let Some(res) = workers.join_next().await {
         let worker = res.map_err(|e| format!("a worker failed: {e}"))?;
         report.requests += worker.requests;
@@ -159,6 +180,7 @@ pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
         for (sequence, runs) in worker.seen {
             seen.entry(sequence).or_default().extend(runs);
         }
+        spans.extend(worker.spans);
     }
     report.elapsed_secs = start.elapsed().as_secs_f64().min(options.duration.as_secs_f64()).max(1e-9);
     report.requests_per_sec = report.ok as f64 / report.elapsed_secs;
@@ -167,6 +189,13 @@ pub async fn run(options: &HttpOptions) -> Result<HttpReport, String> {
     (report.p50_us, report.p99_us, report.p999_us, report.max_us) = (p.p50, p.p99, p.p999, p.max);
     report.over_5ms = histogram.count_between(5_001, u64::MAX);
     report.duplicates = options.check_unique.then(|| count_duplicates(&mut seen));
+    if options.history {
+        for (op, span) in spans.iter_mut().enumerate() {
+            span.op = op;
+        }
+        report.history_requests = Some(spans.len() as u64);
+        report.real_time_violations = Some(real_time_violations(&mut spans));
+    }
     Ok(report)
 }
 
@@ -179,6 +208,8 @@ struct WorkerReport {
     errors_by_status: BTreeMap<u16, u64>,
     histogram: hdrhistogram::Histogram<u64>,
     seen: Seen,
+    /// With `Keep::history`: each answered request (its `op` set once all are gathered).
+    spans: Vec<Span<Instant>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -188,7 +219,7 @@ async fn worker(
     host: String,
     path: String,
     sequence: String,
-    check: bool,
+    keep: Keep,
     first: Instant,
     interval: Option<Duration>,
     deadline: Instant,
@@ -202,8 +233,10 @@ async fn worker(
         errors_by_status: BTreeMap::new(),
         histogram: new_histogram(),
         seen: Seen::new(),
+        spans: Vec::new(),
     };
     let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut answer_runs: Vec<(u64, u64)> = Vec::new();
     let mut sender = None;
     let mut next_send = first;
     while Instant::now() < deadline {
@@ -240,15 +273,19 @@ async fn worker(
             Some((status, body))
         }
         .await;
-        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX).max(1);
+        let answered = Instant::now();
+        let micros = u64::try_from(answered.duration_since(sent).as_micros()).unwrap_or(u64::MAX).max(1);
         report.histogram.saturating_record(micros);
         match answer {
             Some((200, body)) => {
                 report.ok += 1;
-                let before = runs.len();
-                report.ids += parse_ids(&body, &mut runs);
-                if !check {
-                    runs.truncate(before);
+                answer_runs.clear();
+                report.ids += parse_ids(&body, &mut answer_runs);
+                if keep.history {
+                    report.spans.extend(Span::of_ranges(0, sent, answered, &answer_runs));
+                }
+                if keep.ids {
+                    answer_runs.iter().for_each(|&(start, end)| push_run(&mut runs, start, end));
                 }
             }
             Some((status, _)) => *report.errors_by_status.entry(status).or_default() += 1,
@@ -276,100 +313,9 @@ async fn connect(addr: &str, tls: Option<&Tls>) -> Option<hyper::client::conn::h
     Some(sender)
 }
 
-/// Collects the IDs of one answer as runs: a bare decimal (Leaf's paths), `"ids":["1",...]`, or
-/// `"ranges":[{"start":"1","end":"5"}]`. Answers the number of IDs.
-pub fn parse_ids(body: &[u8], runs: &mut Vec<(u64, u64)>) -> u64 {
-    let push = |runs: &mut Vec<(u64, u64)>, start: u64, end: u64| match runs.last_mut() {
-        Some(last) if last.1 == start => last.1 = end,
-        _ => runs.push((start, end)),
-    };
-    if let Ok(text) = std::str::from_utf8(body) {
-        if let Ok(id) = text.trim().parse::<u64>() {
-            push(runs, id, id + 1);
-            return 1;
-        }
-    }
-    // Scan only the list: a tag name may itself be all digits.
-    let (list, is_ranges) = match (find(body, b"\"ranges\""), find(body, b"\"ids\"")) {
-        (Some(at), _) => (&body[at..], true),
-        (None, Some(at)) => (&body[at..], false),
-        (None, None) => return 0,
-    };
-    let numbers = quoted_numbers(list);
-    if is_ranges {
-        let mut n = 0;
-        for pair in numbers.chunks_exact(2) {
-            if pair[0] < pair[1] {
-                push(runs, pair[0], pair[1]);
-                n += pair[1] - pair[0];
-            }
-        }
-        return n;
-    }
-    for &id in &numbers {
-        push(runs, id, id + 1);
-    }
-    numbers.len() as u64
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
-}
-
-/// Every `"<digits>"` in the body, in order.
-fn quoted_numbers(body: &[u8]) -> Vec<u64> {
-    let mut numbers = Vec::new();
-    let mut i = 0;
-    while i < body.len() {
-        if body[i] == b'"' {
-            let mut j = i + 1;
-            let mut value: u64 = 0;
-            let mut digits = 0;
-            while j < body.len() && body[j].is_ascii_digit() {
-                value = value.saturating_mul(10).saturating_add(u64::from(body[j] - b'0'));
-                digits += 1;
-                j += 1;
-            }
-            if digits > 0 && j < body.len() && body[j] == b'"' {
-                numbers.push(value);
-                i = j + 1;
-                continue;
-            }
-        }
-        i += 1;
-    }
-    numbers
-}
-
-/// Sorts each sequence's runs and counts IDs covered twice.
-fn count_duplicates(seen: &mut Seen) -> u64 {
-    let mut duplicates = 0;
-    for runs in seen.values_mut() {
-        runs.sort_unstable();
-        let mut covered_to = 0u64;
-        for &(start, end) in runs.iter() {
-            if start < covered_to {
-                duplicates += covered_to.min(end) - start;
-            }
-            covered_to = covered_to.max(end);
-        }
-    }
-    duplicates
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_every_answer_shape() {
-        let mut runs = Vec::new();
-        assert_eq!(parse_ids(b"42", &mut runs), 1);
-        assert_eq!(parse_ids(br#"{"tag":"t","ids":["43","44","46"]}"#, &mut runs), 3);
-        assert_eq!(parse_ids(br#"{"tag":"t","ranges":[{"start":"100","end":"110"}]}"#, &mut runs), 10);
-        assert_eq!(parse_ids(br#"{"tag":"77","ids":["50"]}"#, &mut runs), 1);
-        assert_eq!(runs, vec![(42, 45), (46, 47), (100, 110), (50, 51)]);
-    }
 
     #[test]
     fn both_time_sequence_paths_of_a_namespace_are_one_sequence() {
@@ -377,13 +323,5 @@ mod tests {
         let list = parse_target("http://127.0.0.1:1/v1/timeseq/orders?shard=1&count=1000", None).map(|t| t.sequence);
         assert_eq!(text, Ok("timeseq:orders".to_string()));
         assert_eq!(list, Ok("timeseq:orders".to_string()));
-    }
-
-    #[test]
-    fn counts_duplicates_across_workers() {
-        let mut seen = Seen::new();
-        seen.insert("segment:t".into(), vec![(1, 10), (20, 30), (5, 12), (29, 30)]);
-        seen.insert("segment:u".into(), vec![(1, 10)]);
-        assert_eq!(count_duplicates(&mut seen), 5 + 1);
     }
 }

@@ -4,6 +4,7 @@
 //! latency histogram and a duplicate check; `etcd-claims` and `counter-server` are the baselines
 //! `scripts/bench-claims.sh` and `scripts/bench.sh` measure in the same run.
 
+mod answers;
 mod claims;
 mod etcd;
 mod failover;
@@ -58,6 +59,10 @@ enum BenchCommand {
         /// Skip collecting IDs for the duplicate check.
         #[arg(long)]
         no_check: bool,
+        /// Record when each request was sent and answered and its IDs, and check real-time order
+        /// over the whole run (what a monotonic tag promises).
+        #[arg(long)]
+        history: bool,
         /// PEM CA certificates for https:// URLs (keep-alive TLS connections, rustls).
         #[arg(long)]
         ca: Option<std::path::PathBuf>,
@@ -129,13 +134,14 @@ fn main() -> ExitCode {
                 })
                 .await
             }
-            BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, ca, json } => {
+            BenchCommand::Http { urls, concurrency, duration_secs, rate, no_check, history, ca, json } => {
                 let options = http::HttpOptions {
                     urls,
                     concurrency,
                     duration: Duration::from_secs(duration_secs),
                     rate,
                     check_unique: !no_check,
+                    history,
                     ca,
                 };
                 http_load(&options, json).await
@@ -244,7 +250,11 @@ async fn http_load(options: &http::HttpOptions, json: bool) -> Result<ExitCode, 
         Some(n) => println!("DUPLICATES: {n}"),
         None => println!("duplicates: not checked"),
     }
-    Ok(if r.duplicates.unwrap_or(0) > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    if let (Some(requests), Some(violations)) = (r.history_requests, r.real_time_violations) {
+        println!("real-time order over {requests} recorded requests: {violations} violations");
+    }
+    let failed = r.duplicates.unwrap_or(0) > 0 || r.real_time_violations.unwrap_or(0) > 0;
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 async fn failover_report(options: &failover::FailoverOptions) -> Result<ExitCode, String> {
