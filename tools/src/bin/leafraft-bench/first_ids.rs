@@ -5,6 +5,8 @@
 //! spread evenly over the nodes. Each first ID costs its node a claim through Raft. The report:
 //! the time until every request was answered, failures, latency percentiles, whether every ID is
 //! distinct and inside its own tag's first range, and the Raft entries committed per second.
+//! Tags not yet asked `give_up_after` the first request are not asked, and fail: a cluster that
+//! cannot keep up ends the run instead of stretching it to hours.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
@@ -42,6 +44,7 @@ pub struct FirstIdsOptions {
     /// Tag names are `{prefix}-{index}`.
     pub prefix: String,
     pub timeout: Duration,
+    pub give_up_after: Duration,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -88,8 +91,13 @@ pub async fn run(options: &FirstIdsOptions) -> Result<FirstIdsReport, String> {
     let queues: Vec<Arc<AtomicUsize>> = options.nodes.iter().map(|_| Arc::new(AtomicUsize::new(0))).collect();
     for w in 0..options.concurrency {
         let node = w % options.nodes.len();
-        let job =
-            Job { node, queue: queues[node].clone(), addr: options.nodes[node].clone(), options: options.clone() };
+        let job = Job {
+            node,
+            queue: queues[node].clone(),
+            addr: options.nodes[node].clone(),
+            give_up_at: began + options.give_up_after,
+            options: options.clone(),
+        };
         workers.spawn(worker(job));
     }
     let mut report = FirstIdsReport { tags: options.tags, import_secs, ..FirstIdsReport::default() };
@@ -108,8 +116,12 @@ pub async fn run(options: &FirstIdsOptions) -> Result<FirstIdsReport, String> {
     report.commits = sampler.finish(&http, &options.nodes).await;
     report.claims = segment_claims(&http, &options.nodes).await - claims_before;
     report.answered = ids.len() as u64;
-    report.failed = report.sent - report.answered;
+    report.failed = options.tags as u64 - report.answered;
     report.failures = failures.into_iter().map(|(failure, n)| (failure.to_string(), n)).collect();
+    if report.sent < options.tags as u64 {
+        let unasked = format!("not asked within {} s", options.give_up_after.as_secs());
+        report.failures.push((unasked, options.tags as u64 - report.sent));
+    }
     report.latency = Latency::of(&histogram);
     report.duplicates = duplicates(&mut ids);
     Ok(report)
@@ -149,6 +161,7 @@ struct Job {
     /// How many of this node's tags were taken; the next is `node + taken × nodes`.
     queue: Arc<AtomicUsize>,
     addr: String,
+    give_up_at: Instant,
     options: FirstIdsOptions,
 }
 
@@ -173,7 +186,7 @@ async fn worker(job: Job) -> WorkerResult {
     };
     loop {
         let index = job.node + job.queue.fetch_add(1, Ordering::Relaxed) * nodes;
-        if index >= options.tags {
+        if index >= options.tags || Instant::now() >= job.give_up_at {
             return result;
         }
         let path = format!("/api/segment/get/{}", tag_name(&options.prefix, index));

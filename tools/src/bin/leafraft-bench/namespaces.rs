@@ -4,9 +4,13 @@
 //! `GET /api/timeseq/get/{ns}?shard=0` per namespace per second, its requests spread evenly over
 //! the second on keep-alive connections (open loop: a request is due at its time whatever the
 //! answers before it did, and its latency counts from that time when its connection held it
-//! back). The report: requests sent, answered and failed (a non-2xx answer fails), latency
-//! percentiles (all, and from `settle` seconds on), duplicates within each namespace, and the
-//! Raft entries committed per second during the run, next to the claims the nodes counted.
+//! back). A connection still behind `grace` after the last second sends nothing more: a server
+//! that cannot keep up would otherwise stretch the run by the whole backlog (64 connections
+//! each owing hundreds of requests a second of 1 s waits), and the requests it never sent are
+//! failures too. The report: requests due, sent, answered and failed (a non-2xx answer fails, and
+//! so does a request never sent), latency percentiles of the sent ones (all, and from `settle`
+//! seconds on), duplicates within each namespace, and the Raft entries committed per second
+//! during the run, next to the claims the nodes counted.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +42,8 @@ pub struct NamespacesOptions {
     pub prefix: String,
     /// A request unanswered this long fails.
     pub timeout: Duration,
+    /// Requests still unsent this long after the last second are not sent (they fail).
+    pub grace: Duration,
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -64,6 +70,8 @@ pub struct NamespacesReport {
     pub create_secs: f64,
     /// From the first request due to the last answer.
     pub run_secs: f64,
+    /// Namespaces × nodes × seconds.
+    pub due: u64,
     pub sent: u64,
     pub answered: u64,
     pub failed: u64,
@@ -128,6 +136,7 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     let (mut all, mut settled, mut failures, mut ids) = (new_histogram(), new_histogram(), Failures::new(), Vec::new());
     while let Some(done) = workers.join_next().await {
         let done = done.map_err(|e| format!("a worker failed: {e}"))?;
+        report.due += done.due;
         report.sent += done.sent;
         report.answered += done.answered;
         let _ = all.add(&done.all);
@@ -141,8 +150,12 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     report.commits = sampler.finish(&http, &options.nodes).await;
     let (claims_after, waits_after) = timeseq_counters(&http, &options.nodes).await;
     (report.claims, report.waits) = (claims_after - claims_before, waits_after - waits_before);
-    report.failed = report.sent - report.answered;
+    report.failed = report.due - report.answered;
     report.failures = failures.into_iter().map(|(failure, n)| (failure.to_string(), n)).collect();
+    if report.due > report.sent {
+        let unsent = format!("not sent: its connection was still behind {} s after the end", options.grace.as_secs());
+        report.failures.push((unsent, report.due - report.sent));
+    }
     report.latency = Latency::of(&all);
     report.settled_latency = Latency::of(&settled);
     report.duplicates = duplicates(&mut ids);
@@ -196,6 +209,7 @@ struct Plan {
 }
 
 struct WorkerResult {
+    due: u64,
     sent: u64,
     answered: u64,
     failures: Failures,
@@ -209,6 +223,7 @@ async fn worker(plan: Plan) -> WorkerResult {
     let options = &plan.options;
     let mut conn = Conn::new(&plan.addr, options.timeout);
     let mut result = WorkerResult {
+        due: 0,
         sent: 0,
         answered: 0,
         failures: Failures::new(),
@@ -217,9 +232,14 @@ async fn worker(plan: Plan) -> WorkerResult {
         ids: Vec::with_capacity(plan.mine.len() * options.duration.as_secs() as usize),
     };
     let settle_at = plan.start + options.settle;
+    let cutoff = plan.start + options.duration + options.grace;
     for second in 0..options.duration.as_secs() {
         for &index in &plan.mine {
             let scheduled = due(plan.start, second, index, options.namespaces, plan.node, options.nodes.len());
+            result.due += 1;
+            if Instant::now() >= cutoff {
+                continue;
+            }
             // Behind schedule: an earlier answer held this connection past this request's time,
             // which the request's latency must carry (coordinated omission).
             let charged_from = if Instant::now() < scheduled {

@@ -32,6 +32,9 @@ pub struct NamespacesArgs {
     /// A request unanswered this long fails.
     #[arg(long, default_value_t = 10_000)]
     timeout_ms: u64,
+    /// Requests still unsent this many seconds after the last second are not sent (they fail).
+    #[arg(long, default_value_t = 10)]
+    grace: u64,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -58,6 +61,9 @@ pub struct FirstIdsArgs {
     /// A request unanswered this long fails.
     #[arg(long, default_value_t = 30_000)]
     timeout_ms: u64,
+    /// Tags not asked for this many seconds after the first request are not asked (they fail).
+    #[arg(long, default_value_t = 120)]
+    give_up_after: u64,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -95,6 +101,7 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
         settle: Duration::from_secs(args.settle),
         prefix: args.prefix,
         timeout: Duration::from_millis(args.timeout_ms),
+        grace: Duration::from_secs(args.grace),
     };
     let r = namespaces::run(&options).await?;
     let clean = r.failed == 0 && r.duplicates == 0;
@@ -107,7 +114,10 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
         r.namespaces, r.nodes, r.duration_secs, options.connections
     );
     println!("created in {:.1} s ({:.0} namespaces/s)", r.create_secs, r.namespaces as f64 / r.create_secs.max(1e-9));
-    println!("requests: {} sent, {} answered, {} failed; run {:.1} s", r.sent, r.answered, r.failed, r.run_secs);
+    println!(
+        "requests: {} due, {} sent, {} answered, {} failed; run {:.1} s",
+        r.due, r.sent, r.answered, r.failed, r.run_secs
+    );
     for (failure, n) in &r.failures {
         println!("  failed: {n} × {failure}");
     }
@@ -136,6 +146,7 @@ pub async fn first_ids(args: FirstIdsArgs) -> Result<ExitCode, String> {
         step: args.step,
         prefix: args.prefix,
         timeout: Duration::from_millis(args.timeout_ms),
+        give_up_after: Duration::from_secs(args.give_up_after),
     };
     let r = first_ids::run(&options).await?;
     let clean = r.failed == 0 && r.duplicates == 0 && r.out_of_range == 0;
@@ -151,7 +162,7 @@ pub async fn first_ids(args: FirstIdsArgs) -> Result<ExitCode, String> {
     );
     println!("imported in {:.1} s ({:.0} tags/s)", r.import_secs, r.tags as f64 / r.import_secs.max(1e-9));
     println!(
-        "all answered in {:.1} s ({:.0} first IDs/s): {} sent, {} answered, {} failed",
+        "done in {:.1} s ({:.0} first IDs/s): {} sent, {} answered, {} failed",
         r.total_secs,
         r.answered as f64 / r.total_secs.max(1e-9),
         r.sent,
