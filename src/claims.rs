@@ -64,6 +64,8 @@ pub struct ClaimCounters {
     pub claims: AtomicU64,
     /// Entries proposed for them: one per batch, one per claim sent on its own.
     pub entries: AtomicU64,
+    /// `ClaimBatch` entries among them (none before cluster version 0.3.0).
+    pub batches: AtomicU64,
 }
 
 struct Pending {
@@ -105,6 +107,7 @@ impl ClaimBatcher {
         vec![
             ("claims", self.counters.claims.load(Ordering::Relaxed)),
             ("entries", self.counters.entries.load(Ordering::Relaxed)),
+            ("batches", self.counters.batches.load(Ordering::Relaxed)),
         ]
     }
 }
@@ -156,6 +159,7 @@ async fn send(writer: &Arc<dyn ClaimWriter>, batch: Vec<Pending>, counters: &Cla
         return;
     }
     counters.entries.fetch_add(1, Ordering::Relaxed);
+    counters.batches.fetch_add(1, Ordering::Relaxed);
     let (claims, replies): (Vec<Claim>, Vec<_>) = batch.into_iter().map(|p| (p.claim, p.reply)).unzip();
     let count = claims.len();
     match writer.write(Request::ClaimBatch { claims }).await {

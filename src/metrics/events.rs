@@ -24,7 +24,7 @@ impl EventSeries {
         let claims = registered(
             r,
             "claim_events",
-            "Segment and time-sequence claims this node sent, and the Raft entries they took (a batch is one), by kind",
+            "Segment and time-sequence claims this node sent, the Raft entries they took (a batch is one) and the claim batches among those entries, by kind",
             Family::default(),
         );
         EventSeries { timeseq, claims }

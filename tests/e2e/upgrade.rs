@@ -178,8 +178,11 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
         let count = seen.assert_unique(&step);
         eprintln!("{step}: every node serves, {count} IDs so far, none twice");
         for &id in &upgraded {
-            let (claims, entries) = claim_events(&mut cluster, id).await;
-            assert_eq!(claims, entries, "{step}: node {id} batched claims before the cluster version allowed it");
+            let (claims, _, batches) = claim_events(&mut cluster, id).await;
+            assert_eq!(
+                batches, 0,
+                "{step}: node {id} batched claims before the cluster version allowed it ({claims} claims)"
+            );
         }
         if upgraded.len() == 3 {
             break;
@@ -244,8 +247,9 @@ async fn set_up_every_kind(cluster: &mut ProcessCluster, leader: u64) {
     cluster.wait_tag_known(&[1, 2, 3], MONOTONIC, TIMEOUT).await;
 }
 
-/// `leafraft_claim_events_total` of node `id`: the claims it sent and the entries they took.
-async fn claim_events(cluster: &mut ProcessCluster, id: u64) -> (u64, u64) {
+/// `leafraft_claim_events_total` of node `id`: the claims it sent, the entries they took and the
+/// claim batches among those.
+async fn claim_events(cluster: &mut ProcessCluster, id: u64) -> (u64, u64, u64) {
     let text = reqwest::get(format!("{}/metrics", cluster.url(id)))
         .await
         .expect("scrape /metrics")
@@ -256,7 +260,7 @@ async fn claim_events(cluster: &mut ProcessCluster, id: u64) -> (u64, u64) {
         let series = format!("leafraft_claim_events_total{{kind=\"{kind}\"}} ");
         text.lines().find_map(|line| line.strip_prefix(&series)).map_or(0, |n| n.trim().parse().unwrap_or(0))
     };
-    (count("claims"), count("entries"))
+    (count("claims"), count("entries"), count("batches"))
 }
 
 /// With every member on this release, the first IDs of many new tags asked for at once on a
@@ -285,10 +289,15 @@ async fn claims_share_entries_now(cluster: &mut ProcessCluster) {
         assert_eq!(ids, [1], "a new tag's first ID");
     }
     let after = claim_events(cluster, follower).await;
-    let (claims, entries) = (after.0 - before.0, after.1 - before.1);
-    eprintln!("{BURST_TAGS} first IDs at once on node {follower}: {claims} claims in {entries} entries");
+    let (claims, entries, batches) = (after.0 - before.0, after.1 - before.1, after.2 - before.2);
+    eprintln!(
+        "{BURST_TAGS} first IDs at once on node {follower}: {claims} claims in {entries} entries, {batches} batches"
+    );
     assert!(claims >= BURST_TAGS as u64, "{claims} claims for {BURST_TAGS} new tags");
-    assert!(entries < claims, "{claims} claims took {entries} entries: not batched at cluster version {NEW}");
+    assert!(
+        batches >= 1 && entries < claims,
+        "{claims} claims took {entries} entries: not batched at cluster version {NEW}"
+    );
 }
 
 /// In the mixed cluster, the command only the new release knows is refused on an upgraded node,

@@ -2,14 +2,20 @@
 //! compared with, kept out of the service build. `claims` measures Raft-committed segment claims
 //! on a local cluster started in this process; `http` is a keep-alive HTTP load generator with a
 //! latency histogram and a duplicate check; `etcd-claims` and `counter-server` are the baselines
-//! `scripts/bench-claims.sh` and `scripts/bench.sh` measure in the same run.
+//! `scripts/bench-claims.sh` and `scripts/bench.sh` measure in the same run; `namespaces` and
+//! `first-ids` are the many-namespaces and many-tags scenarios of `scripts/bench-batching.sh`.
 
+mod admin;
 mod answers;
 mod claims;
+mod conn;
 mod etcd;
 mod failover;
+mod first_ids;
 mod http;
+mod namespaces;
 mod report;
+mod scenarios;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -98,6 +104,12 @@ enum BenchCommand {
         #[arg(long = "serve-flag", allow_hyphen_values = true)]
         serve_flags: Vec<String>,
     },
+    /// Many time-sequence namespaces, each asked for one ID per second on every node (issue 29,
+    /// acceptance 3): requests answered and failed, latency, and Raft entries committed per second.
+    Namespaces(scenarios::NamespacesArgs),
+    /// The first ID of each of many imported segment tags, each asked once, spread over the nodes
+    /// (issue 29, acceptance 4): time until all answered, latency, uniqueness, entries per second.
+    FirstIds(scenarios::FirstIdsArgs),
     /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
     /// compares leafraft against.
     CounterServer {
@@ -159,6 +171,8 @@ fn main() -> ExitCode {
                 };
                 failover_report(&options).await
             }
+            BenchCommand::Namespaces(args) => scenarios::namespaces(args).await,
+            BenchCommand::FirstIds(args) => scenarios::first_ids(args).await,
             BenchCommand::CounterServer { listen, tls_cert, tls_key, ca } => {
                 let tls = match (tls_cert, tls_key) {
                     (Some(cert), Some(key)) => Some(leafraft::config::TlsFiles { cert, key, peer_ca: None, ca }),
@@ -244,6 +258,13 @@ async fn http_load(options: &http::HttpOptions, json: bool) -> Result<ExitCode, 
         "latency µs: p50 {} p99 {} p99.9 {} max {}; over 5 ms: {}",
         r.p50_us, r.p99_us, r.p999_us, r.max_us, r.over_5ms
     );
+    if options.rate.is_some() {
+        println!(
+            "(from the scheduled send when the connection held it back; from the actual send: p99 {} p99.9 {}; \
+             sends over 2 ms late: {})",
+            r.service_p99_us, r.service_p999_us, r.late_sends
+        );
+    }
     println!("errors by status: {:?}; transport errors: {}", r.errors_by_status, r.transport_errors);
     match r.duplicates {
         Some(0) => println!("duplicates: 0 (all {} IDs unique)", r.ids),

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The write-path scenarios of issue 29 (acceptance 3 and 4), each on a fresh 3-node cluster of
+# release `leafraft serve` processes (fsync on, loopback):
+#   3. time-sequence namespaces (`leafraft-bench namespaces`): N namespaces, each asked for one ID
+#      per second on every node for S seconds, at every N of --namespaces (default 1,000 and
+#      10,000, so one sees whether the committed entries per second grow with the namespaces).
+#      Bar: every request answered, p99 <= 5 ms, entries/s not growing with N.
+#   4. first IDs (`leafraft-bench first-ids`): N imported tags, the first ID of each asked once,
+#      64 in flight spread round robin over the nodes. Bar: all answered within 30 s.
+# Each run reports the committed Raft entries per second (the leader's commit index, sampled once
+# a second); a summary follows at the end. With --tail, scripts/bench-tail.sh (acceptance 6) runs
+# after them.
+# Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--tags N] [--duration S] [--tail]
+#   e.g. a quick check: scripts/bench-batching.sh --namespaces 30,300 --duration 10 --tags 3000
+#   --namespaces '' or --tags 0 leaves that scenario out.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+namespace_counts=1000,10000
+tags=100000
+duration=60
+tail_too=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --namespaces) namespace_counts=$2; shift 2 ;;
+    --tags) tags=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
+    --tail) tail_too=1; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+cargo build --release --quiet -p leafraft -p leafraft-tools
+target_dir="${CARGO_TARGET_DIR:-./target}"
+bin=$target_dir/release/leafraft
+bench=$target_dir/release/leafraft-bench
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_cluster NAME: three nodes on free loopback ports, ready; their addresses land in `nodes`
+# (comma separated). Not called in $(...): a subshell would keep the PIDs from the cleanup trap.
+start_cluster() {
+  local name=$1 ports members
+  ports=("$(free_port)" "$(free_port)" "$(free_port)")
+  members="1=127.0.0.1:${ports[0]},2=127.0.0.1:${ports[1]},3=127.0.0.1:${ports[2]}"
+  cluster_pids=()
+  for i in 1 2 3; do
+    "$bin" serve --node-id "$i" --listen "127.0.0.1:${ports[$((i-1))]}" --data-dir "$work/$name-$i" \
+      --initial-cluster "$members" >"$work/$name-$i.log" 2>&1 &
+    pids+=($!)
+    cluster_pids+=($!)
+  done
+  for port in "${ports[@]}"; do
+    local ready=0
+    for _ in $(seq 1 600); do curl -sf "127.0.0.1:$port/readyz" >/dev/null && { ready=1; break; }; sleep 0.05; done
+    [ "$ready" = 1 ] || { echo "node on port $port not ready within 30 s" >&2; exit 1; }
+  done
+  nodes="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+}
+
+# stop_cluster NAME: stops the nodes start_cluster started last and frees their disk.
+stop_cluster() {
+  local name=$1
+  for pid in "${cluster_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work/$name-"[123]
+}
+
+echo "== machine: $(nproc) cores; $(git rev-parse --short HEAD 2>/dev/null || echo '?'): $("$bin" --version)"
+results=()
+
+counts=()
+IFS=, read -r -a counts <<<"$namespace_counts"
+for n in ${counts[@]+"${counts[@]}"}; do
+  echo "== 3. $n time-sequence namespaces, one ID per namespace per second on each of 3 nodes, ${duration} s (fresh cluster)"
+  start_cluster "ns$n"
+  status=0
+  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --duration "$duration" --json >"$work/ns$n.json" || status=$?
+  stop_cluster "ns$n"
+  [ -s "$work/ns$n.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
+  python3 - "$work/ns$n.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+l, s, c = r["latency"], r["settled_latency"], r["commits"]
+print(f"created {r['namespaces']} namespaces in {r['create_secs']:.1f} s")
+print(f"requests {r['due']} due, {r['sent']} sent, {r['answered']} answered, {r['failed']} failed (run {r['run_secs']:.1f} s)")
+for failure, n in r["failures"]:
+    print(f"  failed: {n} x {failure}")
+print(f"latency all:     p50 {l['p50_us']/1000:.2f} ms  p99 {l['p99_us']/1000:.2f} ms  p99.9 {l['p999_us']/1000:.2f} ms  max {l['max_us']/1000:.2f} ms")
+print(f"latency settled: p50 {s['p50_us']/1000:.2f} ms  p99 {s['p99_us']/1000:.2f} ms  p99.9 {s['p999_us']/1000:.2f} ms  max {s['max_us']/1000:.2f} ms (due after 5 s)")
+print(f"committed entries {c['entries']} in {c['secs']:.1f} s = {c['per_sec']:.0f}/s (busiest second {c['busiest_per_sec']:.0f}/s); "
+      f"claims {r['claims']:.0f}, waits {r['waits']:.0f}; duplicates {r['duplicates']}")
+EOF
+  results+=("ns:$n:$work/ns$n.json")
+done
+
+first_ids_section() {
+echo "== 4. the first ID of each of $tags tags, 64 in flight round robin over 3 nodes (fresh cluster)"
+start_cluster first
+status=0
+"$bench" first-ids --nodes "$nodes" --tags "$tags" --concurrency 64 --json >"$work/first.json" || status=$?
+stop_cluster first
+[ -s "$work/first.json" ] || { echo "the first-ids run printed no report (exit $status)" >&2; exit 1; }
+python3 - "$work/first.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+l, c = r["latency"], r["commits"]
+print(f"imported {r['tags']} tags in {r['import_secs']:.1f} s")
+print(f"done in {r['total_secs']:.1f} s: {r['sent']} asked, {r['answered']} answered, {r['failed']} failed")
+for failure, n in r["failures"]:
+    print(f"  failed: {n} x {failure}")
+print(f"latency p50 {l['p50_us']/1000:.2f} ms  p99 {l['p99_us']/1000:.2f} ms  p99.9 {l['p999_us']/1000:.2f} ms  max {l['max_us']/1000:.2f} ms")
+print(f"committed entries {c['entries']} in {c['secs']:.1f} s = {c['per_sec']:.0f}/s (busiest second {c['busiest_per_sec']:.0f}/s); "
+      f"segment claims {r['claims']:.0f}; duplicates {r['duplicates']}, outside their tag's range {r['out_of_range']}")
+EOF
+results+=("first:$tags:$work/first.json")
+}
+[ "$tags" -gt 0 ] && first_ids_section
+
+echo "== summary"
+python3 - "${results[@]}" <<'EOF'
+import json, sys
+for arg in sys.argv[1:]:
+    kind, n, path = arg.split(":", 2)
+    r = json.load(open(path))
+    c = r["commits"]
+    if kind == "ns":
+        s = r["settled_latency"]
+        ok = r["failed"] == 0 and r["latency"]["p99_us"] <= 5000
+        print(f"namespaces {int(n):>7}: answered {r['answered']}/{r['due']}, p99 {r['latency']['p99_us']/1000:.2f} ms "
+              f"(settled {s['p99_us']/1000:.2f} ms), {c['per_sec']:.0f} entries/s  [{'meets' if ok else 'misses'} "
+              f"'every request answered, p99 <= 5 ms']")
+    else:
+        ok = r["failed"] == 0 and r["total_secs"] <= 30
+        print(f"first IDs  {int(n):>7}: answered {r['answered']}/{r['tags']} in {r['total_secs']:.1f} s, "
+              f"{c['per_sec']:.0f} entries/s  [{'meets' if ok else 'misses'} 'all answered within 30 s']")
+EOF
+
+if [ "$tail_too" = 1 ]; then
+  trap - EXIT
+  cleanup
+  exec scripts/bench-tail.sh
+fi
