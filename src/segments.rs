@@ -41,10 +41,12 @@ pub const MAX_COUNT: u64 = 10_000;
 
 mod give_back;
 mod load;
+mod map;
 mod view;
 
 use self::give_back::Dropped;
 use self::give_back::IdleMark;
+use self::map::BufferMap;
 pub use self::view::BufferState;
 use self::view::RateSample;
 
@@ -126,9 +128,8 @@ pub struct Segments {
     claims: Arc<ClaimBatcher>,
     config: SegmentConfig,
     metrics: Arc<Metrics>,
-    /// A lock-free map (papaya): readers never lock, and a new tag costs one insert, not a copy
-    /// of every tag's entry (a copy-on-write map made the first IDs of 100,000 tags quadratic).
-    buffers: papaya::HashMap<String, Arc<TagBuffer>>,
+    /// Readers never lock; a new tag copies one shard (see `map`).
+    buffers: BufferMap,
     /// Held to add a buffer to the map or take one out (then closed before it is let go).
     insert: Mutex<()>,
     /// Set once the node stops: a closed buffer then means "no more IDs", not "take the next".
@@ -149,7 +150,7 @@ impl Segments {
             claims,
             config,
             metrics,
-            buffers: papaya::HashMap::new(),
+            buffers: BufferMap::new(),
             insert: Mutex::new(()),
             stopping: AtomicBool::new(false),
             dropped: Arc::default(),
@@ -173,7 +174,7 @@ impl Segments {
     /// [`Segments::next_ids`] with a count of one.
     pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
         if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {
-            if let Some(buffer) = self.buffers.pin().get(tag) {
+            if let Some(buffer) = self.buffers.load(tag).get(tag) {
                 if let Take::Ids { range, load_due } = buffer.buffer.take(1) {
                     if load_due {
                         self.start_load(buffer);
@@ -211,7 +212,7 @@ impl Segments {
     async fn next_buffered_ids(self: &Arc<Self>, tag: &str, count: u64) -> Result<Vec<IdRange>, Error> {
         let mut wanted = Wanted { needed: count, ranges: Vec::new() };
         for _ in 0..MAX_BUFFER_CHANGES {
-            let existing = self.buffers.pin().get(tag).cloned();
+            let existing = self.buffers.get(tag);
             let buffer = match existing {
                 Some(buffer) => buffer,
                 None => self.create_buffer(tag)?,
@@ -299,9 +300,8 @@ impl Segments {
         if self.stopping.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
         }
-        let buffers = self.buffers.pin();
-        if let Some(buffer) = buffers.get(tag) {
-            return Ok(buffer.clone());
+        if let Some(buffer) = self.buffers.get(tag) {
+            return Ok(buffer);
         }
         let buffer = Arc::new(TagBuffer {
             tag: tag.to_string(),
@@ -317,7 +317,7 @@ impl Segments {
             idle: Mutex::new(IdleMark::new(tokio::time::Instant::now())),
             dropped: self.dropped.clone(),
         });
-        buffers.insert(tag.to_string(), buffer.clone());
+        self.buffers.insert(tag, buffer.clone());
         Ok(buffer)
     }
 

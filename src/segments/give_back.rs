@@ -100,7 +100,7 @@ impl Segments {
         let buffers = {
             let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());
             self.stopping.store(true, Ordering::SeqCst);
-            self.buffers.pin().values().cloned().collect::<Vec<_>>()
+            self.buffers.values()
         };
         let tails = buffers.iter().filter_map(|buffer| close(buffer)).collect();
         give_back_all(&self.cluster, tails, "shutdown").await;
@@ -112,7 +112,7 @@ impl Segments {
     /// only after the old one can serve nothing more.
     pub async fn drop_idle(&self, now: Instant, idle: Duration) -> usize {
         let idle_buffers: Vec<Arc<TagBuffer>> =
-            self.buffers.pin().values().filter(|buffer| buffer.went_idle(now, idle)).cloned().collect();
+            self.buffers.values().into_iter().filter(|buffer| buffer.went_idle(now, idle)).collect();
         if idle_buffers.is_empty() {
             return 0;
         }
@@ -121,15 +121,10 @@ impl Segments {
             if self.stopping.load(Ordering::SeqCst) {
                 return 0;
             }
-            let buffers = self.buffers.pin();
-            let still_there =
-                |buffer: &&Arc<TagBuffer>| buffers.get(&buffer.tag).is_some_and(|b| Arc::ptr_eq(b, buffer));
-            let dropping: Vec<&Arc<TagBuffer>> = idle_buffers.iter().filter(still_there).collect();
             // Out of the map first: a request that sees the closed buffer looks again and finds
             // none, and creates the next one once this lock is free.
-            for buffer in &dropping {
-                buffers.remove(&buffer.tag);
-            }
+            let dropping: Vec<&Arc<TagBuffer>> =
+                idle_buffers.iter().filter(|buffer| self.buffers.remove_if_current(buffer)).collect();
             self.dropped.idle_drops.fetch_add(dropping.len() as u64, Ordering::Relaxed);
             (dropping.len(), dropping.into_iter().filter_map(|buffer| close(buffer)).collect())
         };

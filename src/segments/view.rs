@@ -64,8 +64,7 @@ impl BufferState {
 impl Segments {
     /// This node's buffers for `tag`, or `None` before its first request.
     pub fn view(&self, tag: &str) -> Option<BufferState> {
-        let buffers = self.buffers.pin();
-        let buffer = buffers.get(tag)?;
+        let buffer = self.buffers.get(tag)?;
         let state = buffer.buffer.state();
         let last_claim = *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner());
         let issued = buffer.issued.load(Ordering::Relaxed);
@@ -87,14 +86,14 @@ impl Segments {
     /// The tags this node has buffers of (it served them since it started, and not so long ago
     /// that their buffers were dropped as idle).
     pub fn served_tags(&self) -> Vec<String> {
-        self.buffers.pin().keys().cloned().collect()
+        self.buffers.tags()
     }
 
     /// Per-tag numbers for `/metrics`, and the counts of the buffers dropped since start. The map
     /// read here keeps its buffers alive while the dropped counts are read, so a buffer is
     /// counted once (a dropped one adds its counts when the last request lets go of it).
     pub fn stats(&self) -> SegmentStats {
-        let buffers: Vec<std::sync::Arc<super::TagBuffer>> = self.buffers.pin().values().cloned().collect();
+        let buffers = self.buffers.values();
         let tags = buffers
             .iter()
             .map(|buffer| {
