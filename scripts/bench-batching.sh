@@ -34,16 +34,8 @@ cargo build --release --quiet -p leafraft -p leafraft-tools
 target_dir="${CARGO_TARGET_DIR:-./target}"
 bin=$target_dir/release/leafraft
 bench=$target_dir/release/leafraft-bench
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 
 # start_cluster NAME: three nodes on free loopback ports, ready; their addresses land in `nodes`
 # (comma separated). Not called in $(...): a subshell would keep the PIDs from the cleanup trap.

@@ -33,16 +33,8 @@ for placement in "--nodes 3 --claimers-on followers" "--nodes 3 --claimers-on le
   done
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 
 # Starts private mariadbd number $1 (its data, socket and log under $work) on loopback port $2,
 # with the binlog synced on every commit and InnoDB's redo log flushed on every commit; the rest of

@@ -24,15 +24,8 @@ cargo build --release --quiet -p leafraft -p leafraft-tools
 target_dir=${CARGO_TARGET_DIR:-./target}
 bin=$target_dir/release/leafraft
 bench=$target_dir/release/leafraft-bench
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 wait_ready() { # wait_ready PORT
   for _ in $(seq 1 600); do curl -sf "127.0.0.1:$1/readyz" >/dev/null && return 0; sleep 0.05; done
   echo "127.0.0.1:$1 not ready within 30 s" >&2; return 1

@@ -12,15 +12,8 @@ tags=100000
 
 cargo build --release --quiet -p leafraft
 bin=${CARGO_TARGET_DIR:-./target}/release/leafraft
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 now() { date +%s.%N; }
 since() { python3 -c "print('%.2f' % ($(now) - $1))"; }
 rss_kb() { ps -o rss= -p "$1" | tr -d ' '; }

@@ -31,16 +31,8 @@ done
 target_dir="${CARGO_TARGET_DIR:-./target}"
 bin=$target_dir/release/leafraft
 bench=$target_dir/release/leafraft-bench
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 wait_ready() { # wait_ready URL: until it answers 200 (30 s at most)
   for _ in $(seq 1 600); do curl -sf "$1" >/dev/null && return 0; sleep 0.05; done

@@ -51,16 +51,8 @@ target_dir="${CARGO_TARGET_DIR:-./target}"
 bin=$target_dir/release/leafraft
 bench=$target_dir/release/leafraft-bench
 certs=$target_dir/release/leafraft-certs
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# `work`, `pids` (killed on exit) and `free_port`.
+source scripts/lib/processes.sh
 field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 # start_cluster NAME [extra serve flags...]: three nodes; their addresses land in `cluster`.

@@ -2,9 +2,10 @@
 //!
 //! Segment refills and time-sequence claims used to be one Raft entry each, so the entries a
 //! cluster committed grew with the tags and namespaces in use (1,000 namespaces on three nodes:
-//! 3,000 entries a second). Here they queue, and one driver task per node sends whatever is
-//! queued as one `Request::ClaimBatch` (issue 29), one batch in flight at a time, the next one
-//! forming meanwhile: under load a batch holds what arrived while the previous one committed.
+//! 3,000 entries a second). Here they queue (`batch_queue`), and one driver task per node sends
+//! whatever is queued as one `Request::ClaimBatch` (issue 29), one batch in flight at a time, the
+//! next one forming meanwhile: under load a batch holds what arrived while the previous one
+//! committed.
 //!
 //! Each claim's answer is what its own command would have answered (`ClaimBatch` applies them
 //! one by one and judges each on its own), so the services treat a batched answer exactly like
@@ -23,9 +24,12 @@ use std::sync::Arc;
 use raft::Claim;
 use raft::Request;
 use raft::Response;
-use tokio::sync::mpsc;
-use tokio::sync::oneshot;
 
+use crate::batch_queue::BatchAnswer;
+use crate::batch_queue::BatchFuture;
+use crate::batch_queue::BatchQueue;
+use crate::batch_queue::Limits;
+use crate::batch_queue::SendBatch;
 use crate::cluster::Cluster;
 use crate::error::Error;
 
@@ -68,34 +72,25 @@ pub struct ClaimCounters {
     pub batches: AtomicU64,
 }
 
-struct Pending {
-    claim: Claim,
-    reply: oneshot::Sender<Result<Response, Error>>,
-}
-
 /// The handle the ID services claim through; the driver ends when every handle is dropped.
 pub struct ClaimBatcher {
-    queue: mpsc::UnboundedSender<Pending>,
+    queue: BatchQueue<Claim, Response>,
     counters: Arc<ClaimCounters>,
 }
 
 impl ClaimBatcher {
     /// Starts the driver on the current tokio runtime.
     pub fn start(writer: Arc<dyn ClaimWriter>) -> ClaimBatcher {
-        let (queue, pending) = mpsc::unbounded_channel();
         let counters = Arc::new(ClaimCounters::default());
-        tokio::spawn(drive(writer, pending, counters.clone()));
+        let limits = Limits { items: MAX_CLAIMS, bytes: MAX_BATCH_BYTES, size: encoded_len };
+        let queue = BatchQueue::start(ThroughRaft { writer, counters: counters.clone() }, limits);
         ClaimBatcher { queue, counters }
     }
 
     /// Commits `claim` (in a batch with whatever else is queued) and answers what its own command
     /// would have answered: `Segment`, `TimeseqRange` or `Rejected`.
     pub async fn claim(&self, claim: Claim) -> Result<Response, Error> {
-        let (reply, answer) = oneshot::channel();
-        if self.queue.send(Pending { claim, reply }).is_err() {
-            return Err(Error::no_leader("this node is shutting down"));
-        }
-        answer.await.unwrap_or_else(|_| Err(Error::no_leader("this node is shutting down")))
+        self.queue.submit(claim).await
     }
 
     pub fn counters(&self) -> &ClaimCounters {
@@ -112,67 +107,52 @@ impl ClaimBatcher {
     }
 }
 
-/// Takes whatever is queued, up to one entry's worth, and sends it; one batch at a time.
-async fn drive(
+/// The batcher's sender: one `ClaimBatch`, or each claim as its own command.
+struct ThroughRaft {
     writer: Arc<dyn ClaimWriter>,
-    mut pending: mpsc::UnboundedReceiver<Pending>,
     counters: Arc<ClaimCounters>,
-) {
-    let mut carried: Option<Pending> = None;
-    loop {
-        let first = match carried.take() {
-            Some(first) => first,
-            None => match pending.recv().await {
-                Some(first) => first,
-                None => return,
-            },
-        };
-        let mut bytes = encoded_len(&first.claim);
-        let mut batch = vec![first];
-        while batch.len() < MAX_CLAIMS {
-            let Ok(next) = pending.try_recv() else { break };
-            let len = encoded_len(&next.claim);
-            if bytes + len > MAX_BATCH_BYTES {
-                carried = Some(next);
-                break;
-            }
-            bytes += len;
-            batch.push(next);
-        }
-        send(&writer, batch, &counters).await;
+}
+
+impl SendBatch for ThroughRaft {
+    type Item = Claim;
+    type Answer = Response;
+
+    fn send(&self, claims: Vec<Claim>) -> BatchFuture<'_, Response> {
+        Box::pin(self.send_claims(claims))
     }
 }
 
-async fn send(writer: &Arc<dyn ClaimWriter>, batch: Vec<Pending>, counters: &ClaimCounters) {
-    counters.claims.fetch_add(batch.len() as u64, Ordering::Relaxed);
-    if batch.len() == 1 || !writer.batches_allowed() {
-        // Each as its own command, all at once, as before batching; the next batch waits for them.
-        counters.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let mut singles = tokio::task::JoinSet::new();
-        for Pending { claim, reply } in batch {
-            let writer = Arc::clone(writer);
-            singles.spawn(async move {
-                let _ = reply.send(writer.write(claim.request()).await);
-            });
+impl ThroughRaft {
+    async fn send_claims(&self, claims: Vec<Claim>) -> BatchAnswer<Response> {
+        let count = claims.len();
+        self.counters.claims.fetch_add(count as u64, Ordering::Relaxed);
+        if count == 1 || !self.writer.batches_allowed() {
+            return Ok(self.send_one_by_one(claims).await);
         }
-        while singles.join_next().await.is_some() {}
-        return;
+        self.counters.entries.fetch_add(1, Ordering::Relaxed);
+        self.counters.batches.fetch_add(1, Ordering::Relaxed);
+        match self.writer.write(Request::ClaimBatch { claims }).await? {
+            Response::Batch(answers) => Ok(answers.into_iter().map(Ok).collect()),
+            other => Err(Error::no_leader(format!("unexpected answer to a claim batch of {count}: {other:?}"))),
+        }
     }
-    counters.entries.fetch_add(1, Ordering::Relaxed);
-    counters.batches.fetch_add(1, Ordering::Relaxed);
-    let (claims, replies): (Vec<Claim>, Vec<_>) = batch.into_iter().map(|p| (p.claim, p.reply)).unzip();
-    let count = claims.len();
-    match writer.write(Request::ClaimBatch { claims }).await {
-        Ok(Response::Batch(answers)) if answers.len() == count => {
-            for (reply, answer) in replies.into_iter().zip(answers) {
-                let _ = reply.send(Ok(answer));
+
+    /// Each claim as its own command, all at once, as before batching.
+    async fn send_one_by_one(&self, claims: Vec<Claim>) -> Vec<Result<Response, Error>> {
+        self.counters.entries.fetch_add(claims.len() as u64, Ordering::Relaxed);
+        let mut singles = tokio::task::JoinSet::new();
+        for (i, claim) in claims.into_iter().enumerate() {
+            let writer = Arc::clone(&self.writer);
+            singles.spawn(async move { (i, writer.write(claim.request()).await) });
+        }
+        let mut answers: Vec<Result<Response, Error>> = Vec::new();
+        answers.resize_with(singles.len(), || Err(Error::no_leader("the claim's task failed")));
+        while let Some(done) = singles.join_next().await {
+            if let Ok((i, answer)) = done {
+                answers[i] = answer;
             }
         }
-        Ok(other) => {
-            let error = Error::no_leader(format!("unexpected answer to a claim batch of {count}: {other:?}"));
-            replies.into_iter().for_each(|reply| drop(reply.send(Err(error.clone()))));
-        }
-        Err(error) => replies.into_iter().for_each(|reply| drop(reply.send(Err(error.clone())))),
+        answers
     }
 }
 

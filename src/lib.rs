@@ -35,6 +35,7 @@
 pub mod api;
 pub mod assembly;
 pub mod backup;
+pub mod batch_queue;
 pub mod bootstrap;
 pub mod claims;
 pub mod cli;

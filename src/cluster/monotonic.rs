@@ -7,11 +7,11 @@ use std::sync::Weak;
 
 use raft::Version;
 
-use crate::cluster::forward::BoxFuture;
+use crate::batch_queue::BatchFuture;
+use crate::batch_queue::SendBatch;
 use crate::cluster::forward::MonotonicTake;
+use crate::cluster::take_batcher;
 use crate::cluster::take_batcher::BatchAnswer;
-use crate::cluster::take_batcher::SendBatch;
-use crate::cluster::take_batcher::TakeBatcher;
 use crate::cluster::Cluster;
 use crate::cluster::Forwarded;
 use crate::cluster::ForwardedReply;
@@ -61,8 +61,8 @@ impl Cluster {
     async fn take_batched(self: &Arc<Self>, take: MonotonicTake) -> Result<Vec<IdRange>, Error> {
         let leads = self.raft.metrics().borrow().current_leader == Some(self.node_id);
         if !leads {
-            let batcher = self.take_batcher.get_or_init(|| TakeBatcher::start(ThroughLeader(Arc::downgrade(self))));
-            return batcher.take(take).await;
+            let batcher = self.take_batcher.get_or_init(|| take_batcher::start(ThroughLeader(Arc::downgrade(self))));
+            return batcher.submit(take).await;
         }
         let mut answers = forward_batch(self, vec![take]).await?;
         match (answers.pop(), answers.is_empty()) {
@@ -77,7 +77,10 @@ impl Cluster {
 pub struct ThroughLeader(pub Weak<Cluster>);
 
 impl SendBatch for ThroughLeader {
-    fn send(&self, takes: Vec<MonotonicTake>) -> BoxFuture<'_, BatchAnswer> {
+    type Item = MonotonicTake;
+    type Answer = Vec<IdRange>;
+
+    fn send(&self, takes: Vec<MonotonicTake>) -> BatchFuture<'_, Vec<IdRange>> {
         Box::pin(async move {
             let Some(cluster) = self.0.upgrade() else {
                 return Err(Error::no_leader("this node is shutting down"));

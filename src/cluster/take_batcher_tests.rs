@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::*;
+use crate::error::Error;
 use crate::error::ErrorCode;
 
 /// Cuts consecutive IDs for each take of a batch in its order, refuses the tag `missing`, and
@@ -65,7 +66,10 @@ impl StandInLeader {
 }
 
 impl SendBatch for Arc<StandInLeader> {
-    fn send(&self, takes: Vec<MonotonicTake>) -> BoxFuture<'_, BatchAnswer> {
+    type Item = MonotonicTake;
+    type Answer = Vec<IdRange>;
+
+    fn send(&self, takes: Vec<MonotonicTake>) -> crate::batch_queue::BatchFuture<'_, Vec<IdRange>> {
         Box::pin(async move {
             let now = self.in_flight.fetch_add(1, SeqCst) + 1;
             self.most_in_flight.fetch_max(now, SeqCst);
@@ -98,10 +102,10 @@ async fn takes_queued_behind_a_held_batch(
     leader: &Arc<StandInLeader>,
     tags: Vec<String>,
 ) -> Vec<(String, Result<Vec<IdRange>, Error>)> {
-    let batcher = Arc::new(TakeBatcher::start(leader.clone()));
+    let batcher = Arc::new(start(leader.clone()));
     let first = tokio::spawn({
         let batcher = batcher.clone();
-        async move { batcher.take(take("first", 1)).await }
+        async move { batcher.submit(take("first", 1)).await }
     });
     wait_for("the first batch to be in flight", || leader.in_flight.load(SeqCst) == 1).await;
     let queued = Arc::new(AtomicUsize::new(0));
@@ -112,7 +116,7 @@ async fn takes_queued_behind_a_held_batch(
             let (batcher, queued) = (batcher.clone(), queued.clone());
             tokio::spawn(async move {
                 queued.fetch_add(1, SeqCst);
-                let answer = batcher.take(take(&tag, 1 + i as u64 % 7)).await;
+                let answer = batcher.submit(take(&tag, 1 + i as u64 % 7)).await;
                 (tag, answer)
             })
         })
@@ -160,20 +164,20 @@ async fn a_take_of_a_missing_tag_fails_alone() {
 async fn a_batch_without_an_answer_fails_every_take_of_it_and_the_next_batch_goes_on() {
     let leader = StandInLeader::new(100);
     *leader.fail_batches.lock().unwrap() = Some(Error::no_leader("no leader"));
-    let batcher = TakeBatcher::start(leader.clone());
-    let failed = batcher.take(take("a", 1)).await;
+    let batcher = start(leader.clone());
+    let failed = batcher.submit(take("a", 1)).await;
     assert_eq!(failed.map_err(|e| e.code), Err(ErrorCode::NoLeader));
     *leader.fail_batches.lock().unwrap() = None;
-    assert_eq!(batcher.take(take("b", 2)).await.unwrap().iter().map(IdRange::len).sum::<u64>(), 2);
+    assert_eq!(batcher.submit(take("b", 2)).await.unwrap().iter().map(IdRange::len).sum::<u64>(), 2);
 }
 
 #[tokio::test]
 async fn a_take_sent_after_another_was_answered_gets_larger_ids() {
     let leader = StandInLeader::new(1_000);
-    let batcher = TakeBatcher::start(leader.clone());
+    let batcher = start(leader.clone());
     let mut last = 0;
     for i in 0..20 {
-        let ranges = batcher.take(take(&format!("t{i}"), 3)).await.unwrap();
+        let ranges = batcher.submit(take(&format!("t{i}"), 3)).await.unwrap();
         assert!(ranges[0].start >= last, "{ranges:?} after {last}");
         last = ranges[0].end;
     }
