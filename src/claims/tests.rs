@@ -209,3 +209,36 @@ fn a_full_batch_fits_in_one_request() {
     let encoded = raft::codec::encode(&Request::ClaimBatch { claims: full }).expect("encode");
     assert!(encoded.len() <= raft::codec::MAX_REQUEST_BYTES, "{} bytes", encoded.len());
 }
+
+/// A wave of claims larger than one entry (a node's prefetch for thousands of namespaces) does
+/// not go one entry per round trip: full batches go out beside the one in flight, while the
+/// partial rest waits to gather more. Every claim is answered and no range is handed out twice.
+#[tokio::test]
+async fn full_batches_go_out_beside_the_one_in_flight_and_the_rest_waits() {
+    let stand_in = StandIn::new(&["a", "b", "c"], true);
+    let batcher = Arc::new(ClaimBatcher::start(stand_in.clone()));
+    let first = claim_all(&batcher, vec![segment("a", 10)]);
+    until_taken(&batcher, 1).await;
+    let claims: Vec<Claim> = (0..5_000).map(|i| segment(["a", "b", "c"][i % 3], 5)).collect();
+    let rest = claim_all(&batcher, claims.clone());
+    for _ in 0..10 {
+        let_the_queue_fill().await;
+    }
+    let taken = batcher.counters().claims.load(Ordering::Relaxed);
+    let full = MAX_BATCH_BYTES / encoded_len(&segment("a", 5));
+    assert!(taken > 1, "no full batch went out beside the one in flight");
+    assert!(
+        taken <= 1 + (MAX_BATCHES_IN_FLIGHT as u64 - 1) * full as u64,
+        "more than {MAX_BATCHES_IN_FLIGHT} in flight: {taken}"
+    );
+    assert!(taken < 5_001, "the partial rest went out while batches were in flight");
+    stand_in.gate.add_permits(100_000);
+    let mut answers = Vec::new();
+    for (claim, task) in [segment("a", 10)].into_iter().chain(claims).zip(first.into_iter().chain(rest)) {
+        let answer = task.await.expect("task").expect("claim");
+        assert!(matches!(answer, Response::Segment { .. }), "{answer:?}");
+        answers.push((claim.tag().expect("tagged").to_string(), answer));
+    }
+    assert_disjoint(&answers);
+    assert_eq!(batcher.counters().claims.load(Ordering::Relaxed), 5_001);
+}

@@ -30,7 +30,8 @@ pub type TakeBatcher = BatchQueue<MonotonicTake, Vec<IdRange>>;
 
 /// Starts a follower's batcher, which sends every batch through `sender`.
 pub fn start(sender: impl SendBatch<Item = MonotonicTake, Answer = Vec<IdRange>>) -> TakeBatcher {
-    BatchQueue::start(sender, Limits { items: MAX_TAKES, bytes: MAX_BATCH_BYTES, size: wire_bytes })
+    // One batch in flight: the next forms meanwhile, and a take never overtakes the batch before it.
+    BatchQueue::start(sender, Limits { items: MAX_TAKES, bytes: MAX_BATCH_BYTES, size: wire_bytes, in_flight: 1 })
 }
 
 /// An upper bound of what `take` adds to the encoded batch.

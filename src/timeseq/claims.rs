@@ -16,8 +16,6 @@ use crate::error::ErrorCode;
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
 
-/// From this far into a second, the next second's range is claimed.
-const PREFETCH_FROM_MS: u64 = 500;
 
 /// A namespace not used for this long is not prefetched.
 const IDLE_MS: u64 = 3_000;
@@ -86,7 +84,11 @@ impl Timeseq {
                 roll_rate(ns, now);
                 let in_use = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed)) < IDLE_MS;
                 let next_second = now / 1000 + 1;
-                if in_use && now % 1000 >= PREFETCH_FROM_MS && ns.holder.held_for(next_second) == 0 {
+                // From the start of the second before (the first tick in it), so that a node's
+                // wave of prefetches (one claim per namespace in use: 10,000 of them fill ten
+                // entries) has the whole second to commit before its IDs are due. From
+                // mid-second, at 10,000 namespaces the late end of the wave missed its second.
+                if in_use && ns.holder.held_for(next_second) == 0 {
                     self.start_claim(ns, next_second);
                 }
             }

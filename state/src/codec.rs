@@ -18,6 +18,7 @@ use bincode::config::Fixint;
 use bincode::config::LittleEndian;
 use bincode::error::DecodeError;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde::Serialize;
 
 /// The largest input [`decode`] accepts: a whole state-machine snapshot (the largest value
@@ -74,6 +75,26 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, DecodeError> {
         n if n <= LIMITS[3] => decode_within::<T, { LIMITS[3] }>(bytes),
         n => Err(DecodeError::OtherString(format!("{n} bytes is over the {MAX_DECODE_BYTES}-byte decoding limit"))),
     }
+}
+
+/// Decodes a value that borrows from `bytes` (strings as `&str`, no allocation per string), with
+/// the same limits and the same refusal of trailing bytes as [`decode`].
+pub fn decode_borrowed<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, DecodeError> {
+    match bytes.len() {
+        n if n <= LIMITS[0] => decode_borrowed_within::<T, { LIMITS[0] }>(bytes),
+        n if n <= LIMITS[1] => decode_borrowed_within::<T, { LIMITS[1] }>(bytes),
+        n if n <= LIMITS[2] => decode_borrowed_within::<T, { LIMITS[2] }>(bytes),
+        n if n <= LIMITS[3] => decode_borrowed_within::<T, { LIMITS[3] }>(bytes),
+        n => Err(DecodeError::OtherString(format!("{n} bytes is over the {MAX_DECODE_BYTES}-byte decoding limit"))),
+    }
+}
+
+fn decode_borrowed_within<'de, T: Deserialize<'de>, const LIMIT: usize>(bytes: &'de [u8]) -> Result<T, DecodeError> {
+    let (value, read) = bincode::serde::borrow_decode_from_slice(bytes, config().with_limit::<LIMIT>())?;
+    if read != bytes.len() {
+        return Err(DecodeError::OtherString(format!("{} trailing bytes after the value", bytes.len() - read)));
+    }
+    Ok(value)
 }
 
 fn decode_within<T: DeserializeOwned, const LIMIT: usize>(bytes: &[u8]) -> Result<T, DecodeError> {

@@ -69,6 +69,15 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
     }
 }
 
+/// [`decode`] for a value that borrows its strings from `bytes`.
+pub fn decode_borrowed<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
+    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
+    if version != FORMAT_VERSION {
+        return Err(CodecError::UnknownVersion { found: version });
+    }
+    Ok(raft::codec::decode_borrowed(body)?)
+}
+
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
     if version != FORMAT_VERSION {

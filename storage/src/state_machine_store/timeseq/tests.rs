@@ -338,3 +338,36 @@ proptest! {
         run(steps)?;
     }
 }
+
+proptest! {
+    /// A shard read in place and updated writes the bytes the owned value would: the same
+    /// pairs, the same name order, so stores written either way read back alike.
+    #[test]
+    fn a_shard_updated_in_place_encodes_as_the_owned_value_would(
+        stored in prop::collection::btree_map("[a-z]{1,6}", 0u64..1_000, 0..40),
+        updates in prop::collection::vec(("[a-z]{1,6}", 0u64..1_000), 0..40),
+    ) {
+        let bytes = codec::encode(&stored).expect("encode");
+        let mut in_place: BorrowedShard = codec::decode_borrowed(&bytes).expect("decode in place");
+        let mut owned: ShardValue = stored.clone();
+        for (name, next) in &updates {
+            let changed = in_place.set(name, *next);
+            prop_assert_eq!(changed, owned.get(name) != Some(next));
+            owned.insert(name.clone(), *next);
+        }
+        prop_assert_eq!(
+            codec::encode(&SortedShard(&in_place.0)).expect("encode in place"),
+            codec::encode(&owned).expect("encode owned")
+        );
+    }
+}
+
+/// A stored shard naming a namespace twice is corrupt and refused, not searched wrongly.
+#[test]
+fn a_shard_naming_a_namespace_twice_is_refused() {
+    let twice = codec::encode(&SortedShard(&[("b", 1), ("a", 2), ("b", 3)])).expect("encode");
+    assert!(codec::decode_borrowed::<BorrowedShard>(&twice).is_err());
+    let unordered = codec::encode(&SortedShard(&[("b", 1), ("a", 2)])).expect("encode");
+    let read: BorrowedShard = codec::decode_borrowed(&unordered).expect("decode");
+    assert_eq!(read.0, vec![("a", 2), ("b", 1)]);
+}
