@@ -7,6 +7,10 @@ use leafraft::cli::Cli;
 use leafraft::cli::Logging;
 use leafraft::config::LogFormat;
 
+/// mimalloc rather than glibc's malloc: see the dependency's comment in `Cargo.toml`.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // `leafraft planted-bugs` exists only in builds that can plant them (the chaos runner asks
     // before `--plant`); elsewhere clap refuses it as an unknown subcommand.

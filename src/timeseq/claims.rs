@@ -16,7 +16,6 @@ use crate::error::ErrorCode;
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
 
-
 /// A namespace not used for this long is not prefetched.
 const IDLE_MS: u64 = 3_000;
 
