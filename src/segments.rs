@@ -54,6 +54,12 @@ use self::view::RateSample;
 /// dropped for idleness under it (once in practice: a buffer is dropped only after minutes idle).
 const MAX_BUFFER_CHANGES: usize = 3;
 
+/// How long a request waits for a buffer's first segment (or `SegmentConfig::wait` if longer).
+/// That claim is not an exhaustion, which SPEC bounds by `--segment-wait-ms`, but Leaf's
+/// synchronous initial load; a busy cluster can take longer than 100 ms to commit it, and a new
+/// tag's first ID then failed although nothing was wrong (issue 29, first IDs of 100,000 tags).
+const FIRST_SEGMENT_WAIT: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone, Copy)]
 pub struct SegmentConfig {
     /// How long a request waits for the next segment when both buffers are used up.
@@ -277,7 +283,10 @@ impl Segments {
                     self.start_load(buffer);
                     let deadline = *deadline.get_or_insert_with(|| {
                         buffer.waits.fetch_add(1, Ordering::Relaxed);
-                        tokio::time::Instant::now() + self.config.wait
+                        let first_segment = buffer.claims.load(Ordering::Relaxed) == 0;
+                        let wait =
+                            if first_segment { self.config.wait.max(FIRST_SEGMENT_WAIT) } else { self.config.wait };
+                        tokio::time::Instant::now() + wait
                     });
                     if tokio::time::timeout_at(deadline, notified).await.is_err() {
                         return Err(Error::new(

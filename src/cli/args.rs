@@ -192,7 +192,8 @@ pub struct ServeArgs {
     /// Log format: text or json [default: text].
     #[arg(long, env = "LEAFRAFT_LOG_FORMAT")]
     pub log_format: Option<String>,
-    /// How long an ID request waits for the next segment when both buffers are empty [default: 100].
+    /// How long an ID request waits for the next segment when both buffers are empty [default: 100]
+    /// (a tag's first segment on a node is waited for at least 1 s: Leaf's synchronous first load).
     #[arg(long, env = "LEAFRAFT_SEGMENT_WAIT_MS")]
     pub segment_wait_ms: Option<u64>,
     /// Load a segment for every tag at start instead of on its first request.

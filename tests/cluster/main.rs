@@ -26,6 +26,7 @@ mod t40_snapshot;
 mod t50_partition;
 mod t51_lossy_network;
 mod t52_one_way;
+mod t53_slow_claims;
 mod t60_monotonic;
 mod t61_lease;
 mod t62_partition_services;
