@@ -5,7 +5,7 @@
 //! receiver, kind or any predicate).
 //!
 //! Files are numbered as in openraft's suite: `t10` basics, `t20` life cycle (restarts, power cuts, idle buffers dropped), `t30`
-//! membership, `t40` snapshots, `t50` environment faults (partitions, lossy links, one-way cuts), `t60` monotonic tags (`t62`: with time sequences under a partition; `t63`: a follower's batched takes), `t70` time
+//! membership, `t40` snapshots, `t50` environment faults (partitions, lossy links, one-way cuts, slow claims), `t60` monotonic tags (`t62`: with time sequences under a partition; `t63`: a follower's batched takes), `t70` time
 //! sequences.
 //! Every test feeds each segment it is handed, and every ID the nodes' services serve, into one
 //! [`fixtures::Oracle`], which fails the test if an ID is handed out twice or if two nodes ever
