@@ -94,7 +94,8 @@ impl TagBuffer {
 
 impl Segments {
     /// Closes every buffer and gives back each never-served tail with one `ReleaseSegment`,
-    /// all tags at once. A release that does not commit in time only leaves a gap. From here on
+    /// [`MAX_RELEASES_IN_FLIGHT`] at a time, for at most [`RELEASES_ON_STOP_WITHIN`]. A release
+    /// that does not commit in time only leaves a gap. From here on
     /// a closed buffer answers "shutting down" and no buffer is created.
     pub async fn release_all(&self) {
         let buffers = {
@@ -102,8 +103,16 @@ impl Segments {
             self.stopping.store(true, Ordering::SeqCst);
             self.buffers.values()
         };
-        let tails = buffers.iter().filter_map(|buffer| close(buffer)).collect();
-        give_back_all(&self.cluster, tails, "shutdown").await;
+        let tails: Vec<Tail> = buffers.iter().filter_map(|buffer| close(buffer)).collect();
+        let count = tails.len();
+        if tokio::time::timeout(RELEASES_ON_STOP_WITHIN, give_back_all(&self.cluster, tails, "shutdown")).await.is_err()
+        {
+            tracing::warn!(
+                tails = count,
+                within_ms = crate::clock::millis(RELEASES_ON_STOP_WITHIN),
+                "not every segment tail was given back in time; the rest stay gaps (not duplicates)"
+            );
+        }
     }
 
     /// Drops the buffers that served nothing and loaded nothing for `idle` up to `now`, and gives
@@ -158,14 +167,44 @@ impl Segments {
     }
 }
 
-/// Proposes one `ReleaseSegment` per tail, all at once, and answers how each ended.
+/// Proposes one `ReleaseSegment` per tail, [`MAX_RELEASES_IN_FLIGHT`] at once, and answers how
+/// each ended.
 async fn give_back_all(cluster: &Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
-    let mut releases = tokio::task::JoinSet::new();
-    for (tag, from, expected_max_id) in tails {
-        releases.spawn(give_back(cluster.clone(), tag, from, expected_max_id, why));
+    release_bounded(tails, MAX_RELEASES_IN_FLIGHT, |(tag, from, expected_max_id)| {
+        give_back(cluster.clone(), tag, from, expected_max_id, why)
+    })
+    .await
+}
+
+/// How long a graceful stop gives tails back: with 100,000 buffers, 64 at a time took about 30 s,
+/// Kubernetes' whole grace period. A tail not given back by then stays a gap: its buffer is
+/// closed, so nothing of it is served, and a release still in flight applies only if no claim
+/// came after it (`ReleaseSegment`'s `expected_max_id`).
+const RELEASES_ON_STOP_WITHIN: Duration = Duration::from_secs(10);
+
+/// The most releases a node has in flight. They were all started at once: a graceful stop with
+/// 100,000 buffers sent about 33,000 forwards from each follower, each on its own connection, and
+/// the leader ran out of file descriptors (`Too many open files`), which stopped its Raft when a
+/// vote could not be written.
+const MAX_RELEASES_IN_FLIGHT: usize = 64;
+
+/// Runs `release` for every tail, at most `limit` at once, and answers their outcomes.
+async fn release_bounded<F, Fut>(tails: Vec<Tail>, limit: usize, release: F) -> Vec<Outcome>
+where
+    F: Fn(Tail) -> Fut,
+    Fut: std::future::Future<Output = Outcome> + Send + 'static,
+{
+    let mut running = tokio::task::JoinSet::new();
+    let mut outcomes = Vec::with_capacity(tails.len());
+    for tail in tails {
+        if running.len() >= limit.max(1) {
+            if let Some(outcome) = running.join_next().await {
+                outcomes.push(outcome.unwrap_or(Outcome::Failed));
+            }
+        }
+        running.spawn(release(tail));
     }
-    let mut outcomes = Vec::new();
-    while let Some(outcome) = releases.join_next().await {
+    while let Some(outcome) = running.join_next().await {
         outcomes.push(outcome.unwrap_or(Outcome::Failed));
     }
     outcomes

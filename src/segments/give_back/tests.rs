@@ -213,3 +213,31 @@ proptest! {
         run(step, n_takers, batch, drop_at, other_node)?;
     }
 }
+
+/// A graceful stop with many buffers gives their tails back a bounded number at a time: all at
+/// once, 100,000 buffers made each follower open about 33,000 connections to the leader, which
+/// ran out of file descriptors and stopped its Raft. Every tail still gets its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_releases_on_stop_are_bounded_and_all_answered() {
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let tails: Vec<Tail> = (0..2_000u64).map(|i| (format!("tag-{i}"), i * 10, i * 10 + 5)).collect();
+    let outcomes = release_bounded(tails, MAX_RELEASES_IN_FLIGHT, |_tail| {
+        let (in_flight, most) = (in_flight.clone(), most.clone());
+        async move {
+            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            // A release that takes a round trip: the others start meanwhile if nothing bounds them.
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            Outcome::Applied
+        }
+    })
+    .await;
+    assert_eq!(outcomes.len(), 2_000);
+    assert!(outcomes.iter().all(|outcome| matches!(outcome, Outcome::Applied)));
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= MAX_RELEASES_IN_FLIGHT, "{most} releases in flight at once");
+}
