@@ -9,7 +9,11 @@
 # Latency at a fixed rate is corrected for coordinated omission: a request that its connection
 # held back past its scheduled time is charged from that time (tools/src/bin/leafraft-bench/http.rs
 # says how); the uncorrected p99.9 (from the actual send) is printed next to it.
-# Usage: scripts/bench-tail.sh [--duration S] [--rounds R] [--connections C] [--no-build]
+# With --single, each round also runs the same load against a single-node `leafraft serve` (no
+# peers: the same request layers, allocator and segment path, without the cluster beside it), so
+# the follower's extra tail splits into its own request handling and the other nodes' share of
+# the 2 cores.
+# Usage: scripts/bench-tail.sh [--duration S] [--rounds R] [--connections C] [--no-build] [--single]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,12 +21,14 @@ duration=10
 rounds=3
 connections=64
 build=1
+single=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --duration) duration=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --connections) connections=$2; shift 2 ;;
     --no-build) build=0; shift ;;
+    --single) single=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -59,6 +65,15 @@ leader_id=$(curl -s "127.0.0.1:${ports[0]}/v1/cluster" | field '["leader_id"]')
 follower_id=$((leader_id % 3 + 1))
 follower="127.0.0.1:${ports[$((follower_id - 1))]}"
 counter_url="http://127.0.0.1:$counter_port/x"
+single_url=""
+if [ "$single" = 1 ]; then
+  single_port=$(free_port)
+  "$bin" serve --listen "127.0.0.1:$single_port" --data-dir "$work/single" >"$work/single.log" 2>&1 &
+  pids+=($!)
+  wait_ready "127.0.0.1:$single_port/readyz"
+  "$bin" tag create bench --step 1000 --server "http://127.0.0.1:$single_port" >/dev/null
+  single_url="http://127.0.0.1:$single_port/api/segment/get/bench"
+fi
 follower_url="http://$follower/api/segment/get/bench"
 
 load() { "$bench" http --json --concurrency "$connections" "$@"; }
@@ -77,7 +92,8 @@ for pct in 50 75 90; do
   echo "== $pct % of the counter's maximum: $rate req/s, alternating, $rounds rounds"
   # Warm the follower's buffers and dynamic step at this rate.
   load --duration-secs 3 --rate "$rate" --url "$follower_url" --no-check >/dev/null
-  counter_p=() follower_p=()
+  [ -n "$single_url" ] && load --duration-secs 3 --rate "$rate" --url "$single_url" --no-check >/dev/null
+  counter_p=() follower_p=() single_p=()
   for round in $(seq 1 "$rounds"); do
     base=$(load --duration-secs "$duration" --rate "$rate" --url "$counter_url" --no-check)
     claims_before=$(metric_total '^leafraft_segment_claims_all_tags_total[{]result="ok"' "$follower")
@@ -92,8 +108,15 @@ for pct in 50 75 90; do
       "${follower_p[-1]}" "$(echo "$lr" | field '["service_p999_us"]')" "$(echo "$lr" | field '["late_sends"]')" \
       "$(echo "$lr" | field '["p99_us"]')" "$(echo "$lr" | field '["max_us"]')" "$(echo "$lr" | field '["ok"]')" \
       "$(echo "$lr" | field '["errors_by_status"]')" "$(echo "$lr" | field '["duplicates"]')" "$claims" "$waits"
+    if [ -n "$single_url" ]; then
+      sr=$(load --duration-secs "$duration" --rate "$rate" --url "$single_url")
+      single_p+=("$(echo "$sr" | field '["p999_us"]')")
+      printf "         single node p99.9 %6s µs (uncorrected %6s, late sends %s, errors %s, duplicates %s)\n" \
+        "${single_p[-1]}" "$(echo "$sr" | field '["service_p999_us"]')" "$(echo "$sr" | field '["late_sends"]')" \
+        "$(echo "$sr" | field '["errors_by_status"]')" "$(echo "$sr" | field '["duplicates"]')"
+    fi
   done
-  python3 - "$pct" "$rate" "${counter_p[*]}" "${follower_p[*]}" <<'EOF'
+  python3 - "$pct" "$rate" "${counter_p[*]}" "${follower_p[*]}" "${single_p[*]:-}" <<'EOF'
 import statistics, sys
 pct, rate = sys.argv[1], sys.argv[2]
 counter = [int(x) for x in sys.argv[3].split()]
@@ -102,5 +125,10 @@ c, f = statistics.median(counter), statistics.median(follower)
 ratio = f / c if c else float("inf")
 print(f"{pct} % ({rate} req/s): p99.9 median counter {c/1000:.2f} ms, follower {f/1000:.2f} ms, ratio {ratio:.2f} "
       f"[{'meets' if ratio <= 1.25 else 'misses'} <= 1.25]")
+single = [int(x) for x in sys.argv[5].split()] if len(sys.argv) > 5 and sys.argv[5].strip() else []
+if single:
+    n = statistics.median(single)
+    print(f"{pct} %: single node {n/1000:.2f} ms, {n / c if c else float('inf'):.2f} of the counter "
+          f"(its own request handling), follower {f / n if n else float('inf'):.2f} of the single node (the cluster beside it)")
 EOF
 done
