@@ -3,9 +3,9 @@
 //! Segment refills and time-sequence claims used to be one Raft entry each, so the entries a
 //! cluster committed grew with the tags and namespaces in use (1,000 namespaces on three nodes:
 //! 3,000 entries a second). Here they queue (`batch_queue`), and one driver task per node sends
-//! whatever is queued as one `Request::ClaimBatch` (issue 29), one batch in flight at a time, the
-//! next one forming meanwhile: under load a batch holds what arrived while the previous one
-//! committed.
+//! whatever is queued as one `Request::ClaimBatch` (issue 29), the next one forming while one is
+//! in flight: under load a batch holds what arrived while the previous one committed. Beside it
+//! only full batches go, up to `MAX_BATCHES_IN_FLIGHT`.
 //!
 //! Each claim's answer is what its own command would have answered (`ClaimBatch` applies them
 //! one by one and judges each on its own), so the services treat a batched answer exactly like
@@ -38,7 +38,7 @@ const MAX_CLAIMS: usize = 4096;
 
 /// The most claim batches one node has in flight: past the first, only full ones go, so a wave
 /// of claims (the prefetch of the next second for every namespace) is not sent one entry per
-/// round trip, which at 10,000 namespaces took longer than the half second the prefetch has.
+/// round trip, which at 10,000 namespaces took longer than the prefetch had.
 const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
 /// The most bytes one batch's claims may take encoded: a proposed request must stay within

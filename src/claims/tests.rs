@@ -61,8 +61,10 @@ fn segment(tag: &str, step: u64) -> Claim {
     Claim::Segment { tag: tag.to_string(), step }
 }
 
+type ClaimTask = tokio::task::JoinHandle<Result<Response, Error>>;
+
 /// Starts `claims` at once on the batcher; answers their tasks in order.
-fn claim_all(batcher: &Arc<ClaimBatcher>, claims: Vec<Claim>) -> Vec<tokio::task::JoinHandle<Result<Response, Error>>> {
+fn claim_all(batcher: &Arc<ClaimBatcher>, claims: Vec<Claim>) -> Vec<ClaimTask> {
     claims
         .into_iter()
         .map(|claim| {
@@ -105,23 +107,35 @@ fn assert_disjoint(answers: &[(String, Response)]) {
     }
 }
 
-#[tokio::test]
-async fn claims_queued_while_a_batch_commits_go_out_together_in_the_next_entry() {
-    let stand_in = StandIn::new(&["a", "b", "c"], true);
-    let batcher = Arc::new(ClaimBatcher::start(stand_in.clone()));
-    let first = claim_all(&batcher, vec![segment("a", 10)]);
-    until_taken(&batcher, 1).await;
-    let claims: Vec<Claim> = (0..30).map(|i| segment(["a", "b", "c"][i % 3], 5)).collect();
-    let rest = claim_all(&batcher, claims.clone());
-    let_the_queue_fill().await;
-    stand_in.gate.add_permits(1000);
+/// One segment claim held at the stand-in's gate, then `n` more (over three tags) queued behind
+/// it: every claim in the order submitted, and their tasks in the same order.
+async fn queued_behind_one(batcher: &Arc<ClaimBatcher>, n: usize) -> (Vec<Claim>, Vec<ClaimTask>) {
+    let mut tasks = claim_all(batcher, vec![segment("a", 10)]);
+    until_taken(batcher, 1).await;
+    let rest: Vec<Claim> = (0..n).map(|i| segment(["a", "b", "c"][i % 3], 5)).collect();
+    tasks.extend(claim_all(batcher, rest.clone()));
+    ([segment("a", 10)].into_iter().chain(rest).collect(), tasks)
+}
+
+/// Every claim is answered with a segment, and no range is handed out twice.
+async fn assert_segments_answered_once(claims: Vec<Claim>, tasks: Vec<ClaimTask>) {
     let mut answers = Vec::new();
-    for (claim, task) in [segment("a", 10)].into_iter().chain(claims).zip(first.into_iter().chain(rest)) {
+    for (claim, task) in claims.into_iter().zip(tasks) {
         let answer = task.await.expect("task").expect("claim");
         assert!(matches!(answer, Response::Segment { .. }), "{answer:?}");
         answers.push((claim.tag().expect("tagged").to_string(), answer));
     }
     assert_disjoint(&answers);
+}
+
+#[tokio::test]
+async fn claims_queued_while_a_batch_commits_go_out_together_in_the_next_entry() {
+    let stand_in = StandIn::new(&["a", "b", "c"], true);
+    let batcher = Arc::new(ClaimBatcher::start(stand_in.clone()));
+    let (claims, tasks) = queued_behind_one(&batcher, 30).await;
+    let_the_queue_fill().await;
+    stand_in.gate.add_permits(1000);
+    assert_segments_answered_once(claims, tasks).await;
     let sent = stand_in.sent();
     assert!(matches!(sent[0], Request::ClaimSegment { .. }), "a claim alone goes as its own command: {:?}", sent[0]);
     assert!(sent.len() < 31, "30 claims queued behind one went out in {} entries", sent.len());
@@ -217,10 +231,7 @@ fn a_full_batch_fits_in_one_request() {
 async fn full_batches_go_out_beside_the_one_in_flight_and_the_rest_waits() {
     let stand_in = StandIn::new(&["a", "b", "c"], true);
     let batcher = Arc::new(ClaimBatcher::start(stand_in.clone()));
-    let first = claim_all(&batcher, vec![segment("a", 10)]);
-    until_taken(&batcher, 1).await;
-    let claims: Vec<Claim> = (0..5_000).map(|i| segment(["a", "b", "c"][i % 3], 5)).collect();
-    let rest = claim_all(&batcher, claims.clone());
+    let (claims, tasks) = queued_behind_one(&batcher, 5_000).await;
     for _ in 0..10 {
         let_the_queue_fill().await;
     }
@@ -233,12 +244,6 @@ async fn full_batches_go_out_beside_the_one_in_flight_and_the_rest_waits() {
     );
     assert!(taken < 5_001, "the partial rest went out while batches were in flight");
     stand_in.gate.add_permits(100_000);
-    let mut answers = Vec::new();
-    for (claim, task) in [segment("a", 10)].into_iter().chain(claims).zip(first.into_iter().chain(rest)) {
-        let answer = task.await.expect("task").expect("claim");
-        assert!(matches!(answer, Response::Segment { .. }), "{answer:?}");
-        answers.push((claim.tag().expect("tagged").to_string(), answer));
-    }
-    assert_disjoint(&answers);
+    assert_segments_answered_once(claims, tasks).await;
     assert_eq!(batcher.counters().claims.load(Ordering::Relaxed), 5_001);
 }

@@ -95,8 +95,8 @@ impl TagBuffer {
 impl Segments {
     /// Closes every buffer and gives back each never-served tail with one `ReleaseSegment`,
     /// [`MAX_RELEASES_IN_FLIGHT`] at a time, for at most [`RELEASES_ON_STOP_WITHIN`]. A release
-    /// that does not commit in time only leaves a gap. From here on
-    /// a closed buffer answers "shutting down" and no buffer is created.
+    /// that does not commit in time only leaves a gap. From here on a closed buffer answers
+    /// "shutting down" and no buffer is created.
     pub async fn release_all(&self) {
         let buffers = {
             let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());

@@ -71,19 +71,20 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
 
 /// [`decode`] for a value that borrows its strings from `bytes`.
 pub fn decode_borrowed<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
-    let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
-    if version != FORMAT_VERSION {
-        return Err(CodecError::UnknownVersion { found: version });
-    }
-    Ok(raft::codec::decode_borrowed(body)?)
+    Ok(raft::codec::decode_borrowed(body_of(bytes)?)?)
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    Ok(raft::codec::decode(body_of(bytes)?)?)
+}
+
+/// The bincode after a value's format version byte; a value of another version is refused.
+fn body_of(bytes: &[u8]) -> Result<&[u8], CodecError> {
     let (&version, body) = bytes.split_first().ok_or(CodecError::Empty)?;
     if version != FORMAT_VERSION {
         return Err(CodecError::UnknownVersion { found: version });
     }
-    Ok(raft::codec::decode(body)?)
+    Ok(body)
 }
 
 #[cfg(test)]
