@@ -5,24 +5,30 @@
 #      per second on every node for S seconds, at every N of --namespaces (default 1,000 and
 #      10,000, so one sees whether the committed entries per second grow with the namespaces).
 #      Bar: every request answered, p99 <= 5 ms, entries/s not growing with N.
+#      --ids-per-second R asks each namespace R times a second instead: `--namespaces 1
+#      --ids-per-second 10000` sends the requests of 10,000 namespaces with almost no claims, the
+#      floor the request path alone sets on this machine.
 #   4. first IDs (`leafraft-bench first-ids`): N imported tags, the first ID of each asked once,
 #      64 in flight spread round robin over the nodes. Bar: all answered within 30 s.
 # Each run reports the committed Raft entries per second (the leader's commit index, sampled once
 # a second); a summary follows at the end. With --tail, scripts/bench-tail.sh (acceptance 6) runs
 # after them.
-# Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--tags N] [--duration S] [--tail]
+# Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--ids-per-second R] [--tags N]
+#        [--duration S] [--tail]
 #   e.g. a quick check: scripts/bench-batching.sh --namespaces 30,300 --duration 10 --tags 3000
 #   --namespaces '' or --tags 0 leaves that scenario out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 namespace_counts=1000,10000
+ids_per_second=1
 tags=100000
 duration=60
 tail_too=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --namespaces) namespace_counts=$2; shift 2 ;;
+    --ids-per-second) ids_per_second=$2; shift 2 ;;
     --tags) tags=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --tail) tail_too=1; shift ;;
@@ -72,10 +78,10 @@ results=()
 counts=()
 IFS=, read -r -a counts <<<"$namespace_counts"
 for n in ${counts[@]+"${counts[@]}"}; do
-  echo "== 3. $n time-sequence namespaces, one ID per namespace per second on each of 3 nodes, ${duration} s (fresh cluster)"
+  echo "== 3. $n time-sequence namespaces, $ids_per_second ID(s) per namespace per second on each of 3 nodes, ${duration} s (fresh cluster)"
   start_cluster "ns$n"
   status=0
-  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --duration "$duration" --json >"$work/ns$n.json" || status=$?
+  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --duration "$duration" --json >"$work/ns$n.json" || status=$?
   stop_cluster "ns$n"
   [ -s "$work/ns$n.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
   python3 - "$work/ns$n.json" <<'EOF'
@@ -127,7 +133,8 @@ for arg in sys.argv[1:]:
     if kind == "ns":
         s = r["settled_latency"]
         ok = r["failed"] == 0 and r["latency"]["p99_us"] <= 5000
-        print(f"namespaces {int(n):>7}: answered {r['answered']}/{r['due']}, p99 {r['latency']['p99_us']/1000:.2f} ms "
+        rate = f" x {r['ids_per_second']}/s" if r.get("ids_per_second", 1) != 1 else ""
+        print(f"namespaces {int(n):>7}{rate}: answered {r['answered']}/{r['due']}, p99 {r['latency']['p99_us']/1000:.2f} ms "
               f"(settled {s['p99_us']/1000:.2f} ms), {c['per_sec']:.0f} entries/s  [{'meets' if ok else 'misses'} "
               f"'every request answered, p99 <= 5 ms']")
     else:

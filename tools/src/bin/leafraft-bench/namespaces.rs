@@ -1,7 +1,9 @@
 //! `leafraft bench namespaces` (issue 29, acceptance 3): many time-sequence namespaces, each asked
-//! for one ID per second on every node. The namespaces are created first (`POST /v1/timeseq`,
-//! bounded concurrency, on the leader); then, for `duration` seconds, every node gets one
-//! `GET /api/timeseq/get/{ns}?shard=0` per namespace per second, its requests spread evenly over
+//! for one ID per second on every node (or `ids_per_second` IDs: fewer namespaces asked more often
+//! send the same requests with fewer claims, which measures the request path's own floor). The
+//! namespaces are created first (`POST /v1/timeseq`, bounded concurrency, on the leader); then,
+//! for `duration` seconds, every node gets `GET /api/timeseq/get/{ns}?shard=0` that many times
+//! per namespace per second, its requests spread evenly over
 //! the second on keep-alive connections (open loop: a request is due at its time whatever the
 //! answers before it did, and its latency counts from that time when its connection held it
 //! back). A connection still behind `grace` after the last second sends nothing more: a server
@@ -31,6 +33,8 @@ pub struct NamespacesOptions {
     /// `host:port` of every node.
     pub nodes: Vec<String>,
     pub namespaces: usize,
+    /// IDs each namespace is asked for per second on every node.
+    pub ids_per_second: usize,
     pub duration: Duration,
     /// Keep-alive connections per node.
     pub connections: usize,
@@ -65,12 +69,13 @@ impl Latency {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct NamespacesReport {
     pub namespaces: usize,
+    pub ids_per_second: usize,
     pub nodes: usize,
     pub duration_secs: u64,
     pub create_secs: f64,
     /// From the first request due to the last answer.
     pub run_secs: f64,
-    /// Namespaces × nodes × seconds.
+    /// Namespaces × IDs per second × nodes × seconds.
     pub due: u64,
     pub sent: u64,
     pub answered: u64,
@@ -91,17 +96,19 @@ pub fn namespace_name(prefix: &str, index: usize) -> String {
     format!("{prefix}-{index:05}")
 }
 
-/// The moment namespace `index` is due on node `node` in second `second` of a run starting at
-/// `start`: the namespaces in order over the second, the nodes offset within a namespace's slot.
-fn due(start: Instant, second: u64, index: usize, namespaces: usize, node: usize, nodes: usize) -> Instant {
-    let slot = (index * nodes + node) as f64 / (namespaces * nodes) as f64;
+/// The moment request `index` of a second (of `per_second` on each node) is due on node `node` in
+/// second `second` of a run starting at `start`: the requests in order over the second, the nodes
+/// offset within a request's slot.
+fn due(start: Instant, second: u64, index: usize, per_second: usize, node: usize, nodes: usize) -> Instant {
+    let slot = (index * nodes + node) as f64 / (per_second * nodes) as f64;
     start + Duration::from_secs(second) + Duration::from_secs_f64(slot)
 }
 
 pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String> {
-    if options.nodes.is_empty() || options.namespaces == 0 || options.connections == 0 {
-        return Err("need nodes, namespaces and connections above 0".into());
+    if options.nodes.is_empty() || options.namespaces == 0 || options.connections == 0 || options.ids_per_second == 0 {
+        return Err("need nodes, namespaces, IDs per second and connections above 0".into());
     }
+    let per_second = options.namespaces.checked_mul(options.ids_per_second).ok_or("too many requests a second")?;
     let http = admin::client()?;
     let create_secs = create(&http, options).await?;
     let names: Arc<Vec<String>> = Arc::new(
@@ -119,7 +126,7 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
                 addr: addr.clone(),
                 node,
                 paths: names.clone(),
-                mine: (connection..options.namespaces).step_by(options.connections).collect(),
+                mine: (connection..per_second).step_by(options.connections).collect(),
                 start,
                 options: options.clone(),
             };
@@ -128,6 +135,7 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     }
     let mut report = NamespacesReport {
         namespaces: options.namespaces,
+        ids_per_second: options.ids_per_second,
         nodes: options.nodes.len(),
         duration_secs: options.duration.as_secs(),
         create_secs,
@@ -202,7 +210,8 @@ struct Plan {
     node: usize,
     /// The request path of every namespace, by index.
     paths: Arc<Vec<String>>,
-    /// The namespaces this connection asks for, in increasing order (so in order of their time).
+    /// The requests of each second this connection sends, in increasing order (so in order of
+    /// their time); request `i` asks for namespace `i % namespaces`.
     mine: Vec<usize>,
     start: Instant,
     options: NamespacesOptions,
@@ -234,8 +243,10 @@ async fn worker(plan: Plan) -> WorkerResult {
     let settle_at = plan.start + options.settle;
     let cutoff = plan.start + options.duration + options.grace;
     for second in 0..options.duration.as_secs() {
-        for &index in &plan.mine {
-            let scheduled = due(plan.start, second, index, options.namespaces, plan.node, options.nodes.len());
+        for &request in &plan.mine {
+            let index = request % options.namespaces;
+            let per_second = options.namespaces * options.ids_per_second;
+            let scheduled = due(plan.start, second, request, per_second, plan.node, options.nodes.len());
             result.due += 1;
             if Instant::now() >= cutoff {
                 continue;
@@ -282,5 +293,21 @@ mod tests {
         let slots: Vec<f64> = (0..4).flat_map(|i| (0..2).map(move |n| (i, n))).map(|(i, n)| at(0, i, n)).collect();
         assert_eq!(slots, vec![0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875]);
         assert!((at(3, 2, 1) - 3.625).abs() < 1e-9);
+    }
+
+    /// At R IDs a second, request `i` of a second asks for namespace `i % namespaces`: each
+    /// namespace R times, at evenly spaced moments.
+    #[test]
+    fn a_namespace_asked_several_times_a_second_is_asked_at_even_intervals() {
+        let start = Instant::now();
+        let (namespaces, ids_per_second) = (3, 4);
+        let per_second = namespaces * ids_per_second;
+        let moments: Vec<f64> = (0..per_second)
+            .filter(|request| request % namespaces == 1)
+            .map(|request| due(start, 0, request, per_second, 0, 1).duration_since(start).as_secs_f64())
+            .collect();
+        assert_eq!(moments.len(), ids_per_second);
+        let expected = [1.0 / 12.0, 4.0 / 12.0, 7.0 / 12.0, 10.0 / 12.0];
+        assert!(moments.iter().zip(expected).all(|(at, want)| (at - want).abs() < 1e-9), "{moments:?}");
     }
 }

@@ -15,6 +15,10 @@ pub struct NamespacesArgs {
     nodes: Vec<String>,
     #[arg(long, default_value_t = 1000)]
     namespaces: usize,
+    /// IDs each namespace is asked for per second on every node: fewer namespaces at a higher
+    /// rate give the same requests with fewer claims (the request path's own floor).
+    #[arg(long, default_value_t = 1)]
+    ids_per_second: usize,
     /// Seconds of load.
     #[arg(long, default_value_t = 60)]
     duration: u64,
@@ -95,6 +99,7 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
     let options = namespaces::NamespacesOptions {
         nodes: addrs(args.nodes),
         namespaces: args.namespaces,
+        ids_per_second: args.ids_per_second,
         duration: Duration::from_secs(args.duration),
         connections: args.connections,
         create_concurrency: args.create_concurrency,
@@ -110,8 +115,8 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
         return Ok(if clean { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     println!(
-        "{} time-sequence namespaces, one ID per namespace per second on each of {} nodes, {} s, {} connections per node",
-        r.namespaces, r.nodes, r.duration_secs, options.connections
+        "{} time-sequence namespaces, {} ID(s) per namespace per second on each of {} nodes, {} s, {} connections per node",
+        r.namespaces, r.ids_per_second, r.nodes, r.duration_secs, options.connections
     );
     println!("created in {:.1} s ({:.0} namespaces/s)", r.create_secs, r.namespaces as f64 / r.create_secs.max(1e-9));
     println!(
