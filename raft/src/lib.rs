@@ -35,6 +35,7 @@ pub use leafraft_state::Needs;
 pub use leafraft_state::Node;
 pub use leafraft_state::NodeId;
 pub use leafraft_state::Rejection;
+pub use leafraft_state::Release;
 pub use leafraft_state::Request;
 pub use leafraft_state::Response;
 pub use leafraft_state::SnowflakeLayout;

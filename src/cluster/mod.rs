@@ -191,7 +191,9 @@ impl Cluster {
     pub async fn write(&self, request: raft::Request) -> Result<raft::Response, Error> {
         self.check_cluster_version(&request, false)?;
         let resend = match request {
-            raft::Request::ReleaseSegment { .. } => Resend::Never,
+            // A redelivered release could apply after a later claim of its tag (see
+            // `raft::Request::ReleaseSegment`).
+            raft::Request::ReleaseSegment { .. } | raft::Request::ReleaseBatch { .. } => Resend::Never,
             _ => Resend::Allowed,
         };
         match self.submit(Forwarded::Write(request), resend, self.write_timeout).await? {

@@ -5,6 +5,9 @@
 //! Every give-back is one `ReleaseSegment { tag, from, expected_max_id }`, which the state
 //! machine applies only while `max_id` still equals `expected_max_id` (nobody claimed since), and
 //! which is proposed once and never resent (a redelivered release could apply after a re-claim).
+//! Many tails at once (a graceful stop gives back every buffer's) go as `ReleaseBatch` entries of
+//! many releases each, once the cluster version allows it: each release in one is judged exactly
+//! as its own `ReleaseSegment`, and the batch too is proposed once.
 //! Its `from` comes from [`SegmentBuffer::close`](crate::engine::SegmentBuffer::close), which stops
 //! the buffer and reads how far it served in one step that no take can straddle: a request that
 //! loaded the buffer before it was dropped either took its IDs before that point or takes none.
@@ -93,10 +96,9 @@ impl TagBuffer {
 }
 
 impl Segments {
-    /// Closes every buffer and gives back each never-served tail with one `ReleaseSegment`,
-    /// [`MAX_RELEASES_IN_FLIGHT`] at a time, for at most [`RELEASES_ON_STOP_WITHIN`]. A release
-    /// that does not commit in time only leaves a gap. From here on a closed buffer answers
-    /// "shutting down" and no buffer is created.
+    /// Closes every buffer and gives back each never-served tail ([`give_back_all`]), for at most
+    /// [`RELEASES_ON_STOP_WITHIN`]. A release that does not commit in time only leaves a gap.
+    /// From here on a closed buffer answers "shutting down" and no buffer is created.
     pub async fn release_all(&self) {
         let buffers = {
             let _insert = self.insert.lock().unwrap_or_else(|p| p.into_inner());
@@ -167,13 +169,89 @@ impl Segments {
     }
 }
 
-/// Proposes one `ReleaseSegment` per tail, [`MAX_RELEASES_IN_FLIGHT`] at once, and answers how
-/// each ended.
+/// Gives every tail back and answers how each ended (not in the order of `tails`): in
+/// `ReleaseBatch` entries ([`in_batches`]), [`MAX_BATCHES_IN_FLIGHT`] at once, when there are
+/// several and the cluster version allows it; else one `ReleaseSegment` per tail,
+/// [`MAX_RELEASES_IN_FLIGHT`] at once.
 async fn give_back_all(cluster: &Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
+    if tails.len() > 1 && cluster.cluster_version() >= raft::Version::CLAIM_BATCHES {
+        let count = tails.len();
+        let answered =
+            run_bounded(in_batches(tails), MAX_BATCHES_IN_FLIGHT, |batch| give_back_batch(cluster.clone(), batch, why))
+                .await;
+        let mut outcomes: Vec<Outcome> = answered.into_iter().flatten().flatten().collect();
+        // A batch whose task failed has no outcomes: its tails may still apply, once.
+        outcomes.resize(count, Outcome::Failed);
+        return outcomes;
+    }
     release_bounded(tails, MAX_RELEASES_IN_FLIGHT, |(tag, from, expected_max_id)| {
         give_back(cluster.clone(), tag, from, expected_max_id, why)
     })
     .await
+}
+
+/// The most `ReleaseBatch` entries a node has in flight, as for its claim batches.
+const MAX_BATCHES_IN_FLIGHT: usize = 4;
+
+/// The most bytes one batch's releases may take encoded: a proposed request must stay within
+/// `MAX_REQUEST_BYTES`; the rest is room for the entry's own framing.
+const MAX_BATCH_BYTES: usize = raft::codec::MAX_REQUEST_BYTES - 1024;
+
+/// The bytes a release takes in a batch (fixed-width integers: see `raft::codec`): the tag's
+/// length and bytes, `from` and `expected_max_id`.
+fn encoded_len(tail: &Tail) -> usize {
+    8 + tail.0.len() + 8 + 8
+}
+
+/// `tails` cut into batches of at most [`MAX_BATCH_BYTES`] encoded (at least one tail each).
+fn in_batches(tails: Vec<Tail>) -> Vec<Vec<Tail>> {
+    let mut batches: Vec<Vec<Tail>> = Vec::new();
+    let mut bytes = 0;
+    for tail in tails {
+        let len = encoded_len(&tail);
+        match batches.last_mut() {
+            Some(batch) if bytes + len <= MAX_BATCH_BYTES => {
+                bytes += len;
+                batch.push(tail);
+            }
+            _ => {
+                bytes = len;
+                batches.push(vec![tail]);
+            }
+        }
+    }
+    batches
+}
+
+/// Proposes one `ReleaseBatch` of `tails` (once: `Cluster::write` never resends it) and answers
+/// how each release ended.
+async fn give_back_batch(cluster: Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
+    let count = tails.len();
+    let releases =
+        tails.into_iter().map(|(tag, from, expected_max_id)| raft::Release { tag, from, expected_max_id }).collect();
+    match cluster.write(raft::Request::ReleaseBatch { releases }).await {
+        Ok(raft::Response::Batch(answers)) if answers.len() == count => {
+            let outcomes: Vec<Outcome> = answers
+                .iter()
+                .map(|answer| match answer {
+                    raft::Response::Released { applied: true } => Outcome::Applied,
+                    raft::Response::Released { applied: false } => Outcome::Refused,
+                    _ => Outcome::Failed,
+                })
+                .collect();
+            let applied = outcomes.iter().filter(|outcome| **outcome == Outcome::Applied).count();
+            tracing::info!(tails = count, applied, why, "segment tails released");
+            outcomes
+        }
+        Ok(other) => {
+            tracing::warn!(tails = count, answer = ?other, why, "unexpected answer to a release batch");
+            vec![Outcome::Failed; count]
+        }
+        Err(e) => {
+            tracing::warn!(tails = count, error = %e, why, "segment tails not released (gaps, not duplicates)");
+            vec![Outcome::Failed; count]
+        }
+    }
 }
 
 /// How long a graceful stop gives tails back: with 100,000 buffers, 64 at a time took about 30 s,
@@ -194,20 +272,32 @@ where
     F: Fn(Tail) -> Fut,
     Fut: std::future::Future<Output = Outcome> + Send + 'static,
 {
+    let answered = run_bounded(tails, limit, release).await;
+    answered.into_iter().map(|outcome| outcome.unwrap_or(Outcome::Failed)).collect()
+}
+
+/// Runs `run` for every item, at most `limit` at once, and answers what each gave (`None`: its
+/// task failed), in the order they finished.
+async fn run_bounded<T, O, F, Fut>(items: Vec<T>, limit: usize, run: F) -> Vec<Option<O>>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = O> + Send + 'static,
+    O: Send + 'static,
+{
     let mut running = tokio::task::JoinSet::new();
-    let mut outcomes = Vec::with_capacity(tails.len());
-    for tail in tails {
+    let mut answered = Vec::with_capacity(items.len());
+    for item in items {
         if running.len() >= limit.max(1) {
-            if let Some(outcome) = running.join_next().await {
-                outcomes.push(outcome.unwrap_or(Outcome::Failed));
+            if let Some(done) = running.join_next().await {
+                answered.push(done.ok());
             }
         }
-        running.spawn(release(tail));
+        running.spawn(run(item));
     }
-    while let Some(outcome) = running.join_next().await {
-        outcomes.push(outcome.unwrap_or(Outcome::Failed));
+    while let Some(done) = running.join_next().await {
+        answered.push(done.ok());
     }
-    outcomes
+    answered
 }
 
 async fn give_back(cluster: Arc<Cluster>, tag: String, from: u64, expected_max_id: u64, why: &'static str) -> Outcome {

@@ -47,6 +47,7 @@ pub use request::Claim;
 pub use request::ImportRow;
 pub use request::Needs;
 pub use request::Rejection;
+pub use request::Release;
 pub use request::Request;
 pub use request::Response;
 pub use snowflake::SnowflakeRegistry;

@@ -92,6 +92,19 @@ pub enum Request {
     /// (`Claim::request`) would be and judged on its own, so a refused claim refuses only itself.
     /// Answered with `Response::Batch`, one answer per claim in the same order.
     ClaimBatch { claims: Vec<Claim> },
+    /// Many never-served tails given back in one entry (a graceful stop gives back every
+    /// buffer's): applied in order, each exactly as its own `ReleaseSegment` and judged on its
+    /// own. Answered with `Response::Batch`, one `Released` (or refusal) per release in the same
+    /// order. Like `ReleaseSegment`, proposed at most once, never resent.
+    ReleaseBatch { releases: Vec<Release> },
+}
+
+/// One release of a [`Request::ReleaseBatch`]: the fields of the `ReleaseSegment` it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    pub tag: String,
+    pub from: u64,
+    pub expected_max_id: u64,
 }
 
 /// One claim of a [`Request::ClaimBatch`]: the fields of the command it stands for.
@@ -152,6 +165,7 @@ impl Request {
         match self {
             Request::ImportTags { rows, .. } => rows.iter().map(|row| row.tag.as_str()).collect(),
             Request::ClaimBatch { claims } => claims.iter().filter_map(Claim::tag).collect(),
+            Request::ReleaseBatch { releases } => releases.iter().map(|release| release.tag.as_str()).collect(),
             _ => self.tag().into_iter().collect(),
         }
     }
@@ -179,7 +193,8 @@ impl Request {
             | Request::ImportTags { .. }
             | Request::SetClusterVersion { .. }
             | Request::Noop
-            | Request::ClaimBatch { .. } => None,
+            | Request::ClaimBatch { .. }
+            | Request::ReleaseBatch { .. } => None,
         }
     }
 
@@ -206,7 +221,7 @@ impl Request {
             | Request::ImportTags { .. } => Needs::ClusterVersion(Version::BASELINE),
             Request::SetClusterVersion { version } => Needs::EveryMember(*version),
             Request::Noop => Needs::ClusterVersion(Version::new(0, 2, 0)),
-            Request::ClaimBatch { .. } => Needs::ClusterVersion(Version::CLAIM_BATCHES),
+            Request::ClaimBatch { .. } | Request::ReleaseBatch { .. } => Needs::ClusterVersion(Version::CLAIM_BATCHES),
         }
     }
 }

@@ -111,6 +111,12 @@ impl IdStateMachine {
             }
             Request::Noop => Response::Empty,
             Request::ClaimBatch { claims } => self.claim_batch(claims),
+            Request::ReleaseBatch { releases } => Response::Batch(
+                releases
+                    .iter()
+                    .map(|release| self.release_segment(&release.tag, release.from, release.expected_max_id))
+                    .collect(),
+            ),
         }
     }
 

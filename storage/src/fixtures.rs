@@ -108,6 +108,12 @@ pub fn every_request() -> Vec<Request> {
                 },
             ],
         },
+        Request::ReleaseBatch {
+            releases: vec![
+                raft::Release { tag: "orders".into(), from: 5500, expected_max_id: 7000 },
+                raft::Release { tag: "ticks".into(), from: 2, expected_max_id: 1001 },
+            ],
+        },
     ];
     for (position, request) in every.iter().enumerate() {
         assert_eq!(declared_position(request), position, "every_request() out of declaration order at {request:?}");
@@ -139,6 +145,7 @@ pub fn declared_position(request: &Request) -> usize {
         Request::SetClusterVersion { .. } => 17,
         Request::Noop => 18,
         Request::ClaimBatch { .. } => 19,
+        Request::ReleaseBatch { .. } => 20,
     }
 }
 

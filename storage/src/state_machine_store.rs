@@ -386,6 +386,9 @@ fn what_changes(request: &Request) -> Touched<'_> {
             ..Touched::default()
         },
         Request::SetClusterId { .. } | Request::SetClusterVersion { .. } | Request::Noop => Touched::default(),
+        Request::ReleaseBatch { releases } => {
+            Touched { tags: releases.iter().map(|release| release.tag.as_str()).collect(), ..Touched::default() }
+        }
         Request::ClaimBatch { claims } => {
             let timeseq = TimeseqKeys::claims(claims);
             Touched {

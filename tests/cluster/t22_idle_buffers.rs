@@ -77,3 +77,60 @@ async fn buffers_dropped_under_load_never_serve_an_id_twice() {
     })
     .await;
 }
+
+/// Many tags' buffers dropped at once: their tails go back in `ReleaseBatch` entries, a few for
+/// the lot instead of one per tail, and each release is judged as its own `ReleaseSegment`: of
+/// the three nodes' tails of a tag only the last claimer's applies, though it is given back first
+/// (the nodes drop in the reverse order of their claims). The tags' next buffers then serve more
+/// than a segment on every node, and the oracle sees no ID served twice: a release that applied
+/// without matching `max_id` would have the next claims run over IDs served before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_tails_go_back_in_a_few_entries_and_no_id_is_served_twice() {
+    fixtures::run(async {
+        let cluster = TestCluster::new(3).await;
+        let leader = cluster.leader().await;
+        let raise = raft::Request::SetClusterVersion { version: raft::Version::CLAIM_BATCHES };
+        cluster.raft(leader).client_write(raise).await.expect("the cluster version is raised");
+        let tags: Vec<String> = (0..40).map(|i| format!("tag-{i:02}")).collect();
+        for tag in &tags {
+            cluster.create_tag(tag, 100).await;
+        }
+        let ids = cluster.running_ids();
+        for &id in &ids {
+            for tag in &tags {
+                cluster.serve_ids_within(id, tag, 3, Duration::from_secs(20)).await;
+            }
+        }
+        let (_, before) = cluster.converge(&ids).await;
+        for &id in &ids {
+            assert!(cluster.cluster(id).cluster_version() >= raft::Version::CLAIM_BATCHES);
+        }
+        let nodes = cluster.nodes();
+        let given_back_before = tails_given_back(&nodes);
+
+        tracing::info!("--- every node drops all its buffers at once");
+        let mut dropped = 0;
+        for &id in ids.iter().rev() {
+            dropped += cluster.running(id).segments.drop_idle(tokio::time::Instant::now(), Duration::ZERO).await;
+        }
+        assert_eq!(dropped, ids.len() * tags.len());
+        let (_, after) = cluster.converge(&ids).await;
+        let entries = after - before;
+        assert!(entries * 10 <= dropped as u64, "{entries} entries for {dropped} tails: not batched");
+        assert_eq!(tails_given_back(&nodes) - given_back_before, tags.len() as u64, "one applied tail per tag");
+
+        tracing::info!("--- every tag serves again on every node, above what was served");
+        for &id in &ids {
+            for tag in &tags {
+                cluster.serve_ids_within(id, tag, 150, Duration::from_secs(20)).await;
+            }
+        }
+        cluster.converge(&ids).await;
+        for tag in &tags {
+            cluster.assert_max_id_covers_handed_out(&ids, tag);
+        }
+        cluster.assert_invariants();
+        cluster.shutdown().await;
+    })
+    .await;
+}

@@ -241,3 +241,30 @@ async fn regression_releases_on_stop_are_bounded_and_all_answered() {
     let most = most.load(Ordering::SeqCst);
     assert!(most <= MAX_RELEASES_IN_FLIGHT, "{most} releases in flight at once");
 }
+
+/// Tails are cut into batches whose proposed request stays within the request limit (the
+/// encoded size, not just the estimate), every tail in exactly one batch, in order.
+#[test]
+fn tails_are_cut_into_batches_within_the_request_limit() {
+    let tails: Vec<Tail> = (0..5_000u64).map(|i| ("t".repeat(1 + (i % 128) as usize), i + 1, i + 2)).collect();
+    let batches = in_batches(tails.clone());
+    assert!(batches.len() > 1, "5,000 tails of up to 128 bytes need several batches");
+    for batch in &batches {
+        assert!(!batch.is_empty());
+        let releases = batch
+            .iter()
+            .map(|(tag, from, expected_max_id)| raft::Release {
+                tag: tag.clone(),
+                from: *from,
+                expected_max_id: *expected_max_id,
+            })
+            .collect();
+        let encoded = raft::codec::encode(&raft::Request::ReleaseBatch { releases }).expect("encode");
+        assert!(encoded.len() <= raft::codec::MAX_REQUEST_BYTES, "a batch of {} bytes", encoded.len());
+    }
+    for pair in batches.windows(2) {
+        let bytes: usize = pair[0].iter().map(encoded_len).sum();
+        assert!(bytes + encoded_len(&pair[1][0]) > MAX_BATCH_BYTES, "a batch closed before it was full");
+    }
+    assert_eq!(batches.concat(), tails, "every tail once, in order");
+}

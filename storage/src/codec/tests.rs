@@ -20,7 +20,7 @@
 //! (issue 26) appended `SetClusterVersion` and `Noop` to `Request` and the `cluster_version` key,
 //! and snapshots past the baseline cluster version take version byte 3 (the v2 body followed by
 //! the cluster version); every other v2 literal is unchanged. Release 0.3.0 (issue 29) appended
-//! `ClaimBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
+//! `ClaimBatch` and then `ReleaseBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
 //! split into v2 values of its own once the cluster version reaches 0.3.0 (`timeseq_split_values`;
 //! the whole registry's literal is unchanged).
 
@@ -160,6 +160,7 @@ fn normal_entries_of_every_request() {
         "02030000000000000001000000000000002d000000000000000100000011000000000000000200000000000000",
         "02030000000000000001000000000000002d000000000000000100000012000000",
         "02030000000000000001000000000000002d00000000000000010000001300000003000000000000000000000006000000000000006f7264657273d0070000000000000100000005000000000000007469636b73e8030000000000000200000006000000000000006f726465727301f1536500000000e803000000000000f469e5cf8b010000",
+        "02030000000000000001000000000000002d000000000000000100000014000000020000000000000006000000000000006f72646572737c15000000000000581b00000000000005000000000000007469636b730200000000000000e903000000000000",
     ];
     let requests = every_request();
     assert_eq!(requests.len(), expected.len());
