@@ -9,7 +9,9 @@
 #      --ids-per-second 10000` sends the requests of 10,000 namespaces with almost no claims, the
 #      floor the request path alone sets on this machine.
 #   4. first IDs (`leafraft-bench first-ids`): N imported tags, the first ID of each asked once,
-#      64 in flight spread round robin over the nodes. Bar: all answered within 30 s.
+#      64 in flight spread round robin over the nodes. Bar: all answered within 30 s. Then the
+#      nodes stop gracefully, giving back every buffer's tail: the stop's time and the tails given
+#      back (from the nodes' logs) are reported.
 # Each run reports the committed Raft entries per second (the leader's commit index, sampled once
 # a second); a summary follows at the end. With --tail, scripts/bench-tail.sh (acceptance 6) runs
 # after them.
@@ -105,6 +107,24 @@ echo "== 4. the first ID of each of $tags tags, 64 in flight round robin over 3 
 start_cluster first
 status=0
 "$bench" first-ids --nodes "$nodes" --tags "$tags" --concurrency 64 --json >"$work/first.json" || status=$?
+# The graceful stop that follows gives every buffer's tail back (issue 29's release batches).
+stop_began=$(date +%s.%N)
+for pid in "${cluster_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+stop_secs=$(python3 -c "print(f'{$(date +%s.%N) - $stop_began:.2f}')")
+given_back=$(cat "$work"/first-[123].log | python3 -c '
+import re, sys
+tails = applied = entries = 0
+for line in sys.stdin:
+    if "segment tails released" in line:
+        entries += 1
+        tails += int(re.search(r"tails=(\d+)", line).group(1))
+        applied += int(re.search(r"applied=(\d+)", line).group(1))
+    elif "segment tail released" in line:
+        entries += 1
+        tails += 1
+        applied += "applied=true" in line
+print(f"{tails} tails released in {entries} entries ({applied} applied)")')
 stop_cluster first
 [ -s "$work/first.json" ] || { echo "the first-ids run printed no report (exit $status)" >&2; exit 1; }
 python3 - "$work/first.json" <<'EOF'
@@ -119,6 +139,7 @@ print(f"latency p50 {l['p50_us']/1000:.2f} ms  p99 {l['p99_us']/1000:.2f} ms  p9
 print(f"committed entries {c['entries']} in {c['secs']:.1f} s = {c['per_sec']:.0f}/s (busiest second {c['busiest_per_sec']:.0f}/s); "
       f"segment claims {r['claims']:.0f}; duplicates {r['duplicates']}, outside their tag's range {r['out_of_range']}")
 EOF
+echo "then a graceful stop of the 3 nodes: ${stop_secs} s; $given_back"
 results+=("first:$tags:$work/first.json")
 }
 [ "$tags" -gt 0 ] && first_ids_section
