@@ -89,18 +89,25 @@ async fn reopened_state_equals_memory_after_each_apply() {
                 }],
             }),
         ],
+        // A release batch lowers each tag whose release matches it, and only those.
+        vec![next(Request::ReleaseBatch {
+            releases: vec![
+                raft::Release { tag: "a".into(), from: 116, expected_max_id: 119 },
+                raft::Release { tag: "b".into(), from: 4, expected_max_id: 5 },
+            ],
+        })],
     ];
     for batch in batches {
         sm.apply(batch).await.expect("apply");
         let reopened = StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("load");
         assert_eq!(reopened.read(Clone::clone), sm.read(Clone::clone));
     }
-    assert_eq!(sm.read(|s| s.tags["a"].max_id), 119, "released to 112, then 7 claimed in a batch");
-    assert_eq!(sm.read(|s| s.tags["b"].max_id), 6);
+    assert_eq!(sm.read(|s| s.tags["a"].max_id), 116, "released to 112, 7 claimed in a batch, released to 116");
+    assert_eq!(sm.read(|s| s.tags["b"].max_id), 6, "b's release expected 5: refused");
     assert_eq!(sm.read(|s| s.timeseq.next_seq["orders"][&1_700_000_001]), 5);
     drop((sm, store));
     let store = crate::open(dir.path(), &options(false)).expect("reopen");
-    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 12)));
+    assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 13)));
     assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::CLAIM_BATCHES);
     assert_eq!(store.state_machine.read(|s| s.timeseq.next_seq["orders"][&1_700_000_002]), 3);
 }
