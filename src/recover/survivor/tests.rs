@@ -36,6 +36,20 @@ fn a_release_in_the_tail_lowers_nothing_and_a_claim_raises() {
     assert_eq!(replayed.last_applied.map(|id| id.index), Some(7));
 }
 
+/// A release batch in the tail lowers nothing either: the recovered `max_id` is the highest the
+/// tail reached, above the IDs served from the released claim before it was given back.
+#[test]
+fn a_release_batch_in_the_tail_lowers_nothing() {
+    let state = base();
+    let release = raft::Release { tag: "t".into(), from: 120, expected_max_id: 201 };
+    let tail = [
+        entry(5, Request::ClaimSegment { tag: "t".into(), step: 100 }),
+        entry(6, Request::ReleaseBatch { releases: vec![release] }),
+    ];
+    let (replayed, _) = replay(&state, &tail, Some(6));
+    assert_eq!(replayed.tags["t"].max_id, 201, "the highest max_id the tail reached");
+}
+
 /// An import in the survivor's unapplied tail creates and raises tags like any other command:
 /// left out, the recovered cluster would serve an imported tag's IDs from its old `max_id`.
 #[test]
