@@ -36,6 +36,42 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 static ACCEPT_ERRORS: std::sync::LazyLock<RefusalLog> =
     std::sync::LazyLock::new(|| RefusalLog::new("failed accepts", crate::refusals::INTERVAL));
 
+/// Descriptors kept free of connections for the node's own use: the store's files and the
+/// data-directory probe, the peers' connections, the runtime's (about 15 at rest). Half the limit
+/// when the limit is small.
+const RESERVED_FILES: u64 = 256;
+
+/// Raises this process's soft open-file limit to its hard limit, as Go's runtime does, and
+/// answers the soft limit then in force (`None`: it cannot be read). A soft limit of 1,024 is a
+/// common default under a much higher hard one.
+pub fn raise_open_file_limit() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` and `setrlimit` only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    // `rlim_t` is `u64` on Linux, not on every target.
+    #[allow(clippy::useless_conversion)]
+    Some(u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX))
+}
+
+/// The connections the node admits: `requested` (`--max-connections`), or fewer when the
+/// open-file limit would run out first. A node out of descriptors cannot write its data
+/// directory and stops (`failstop`), so a client holding idle connections could take it down.
+pub fn admitted_connections(requested: usize, open_files: Option<u64>) -> usize {
+    let Some(open_files) = open_files else { return requested };
+    let for_connections = open_files.saturating_sub(RESERVED_FILES.min(open_files / 2));
+    requested.min(usize::try_from(for_connections).unwrap_or(usize::MAX)).max(1)
+}
+
 /// The places under `--max-connections`, shared by everything that accepts on the node's port.
 #[derive(Clone)]
 pub struct Admission {
@@ -213,6 +249,32 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The connections stay under the open-file limit with room for the node's own descriptors:
+    /// 256 of them, or half of a small limit; `--max-connections` below that is kept as it is.
+    #[test]
+    fn connections_are_admitted_only_as_far_as_the_open_file_limit_leaves_room() {
+        assert_eq!(admitted_connections(10_000, Some(1_024)), 768);
+        assert_eq!(admitted_connections(10_000, Some(128)), 64);
+        assert_eq!(admitted_connections(10_000, Some(1_048_576)), 10_000);
+        assert_eq!(admitted_connections(500, Some(1_024)), 500);
+        assert_eq!(admitted_connections(10_000, Some(u64::MAX)), 10_000, "unlimited");
+        assert_eq!(admitted_connections(10_000, None), 10_000, "unknown: as asked");
+        assert_eq!(admitted_connections(10_000, Some(0)), 1, "never none at all");
+    }
+
+    /// The soft limit ends at the hard limit, and what is answered is what is in force.
+    #[test]
+    fn the_open_file_limit_is_raised_to_the_hard_limit() {
+        let answered = raise_open_file_limit().expect("getrlimit works here");
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: `getrlimit` only writes the struct passed.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
+        assert_eq!(limit.rlim_cur, limit.rlim_max);
+        #[allow(clippy::useless_conversion)]
+        let in_force = u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX);
+        assert_eq!(answered, in_force);
+    }
     use tokio::io::AsyncReadExt;
     use tokio::io::AsyncWriteExt;
 

@@ -51,7 +51,17 @@ pub fn serve(
 ) -> Result<JoinHandle<std::io::Result<()>>, String> {
     // The refusals' summaries are written while the node serves.
     tokio::spawn(refusals.clone().flush_every_interval(stop.clone()));
-    let admission = Admission::new(limits.max_connections, limits.idle_timeout, metrics.clone());
+    let open_files = crate::connections::raise_open_file_limit();
+    let max_connections = crate::connections::admitted_connections(limits.max_connections, open_files);
+    if max_connections < limits.max_connections {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files,
+            admitted = max_connections,
+            "--max-connections is above what the open-file limit leaves for connections; admitting fewer (raise `ulimit -n`)"
+        );
+    }
+    let admission = Admission::new(max_connections, limits.idle_timeout, metrics.clone());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     Ok(match tls {

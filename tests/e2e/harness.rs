@@ -145,6 +145,8 @@ pub struct ProcessCluster {
     tls: Option<TlsFiles>,
     /// The binary a node runs when it is not [`BIN`] (another release: `upgrade.rs`).
     binaries: BTreeMap<u64, PathBuf>,
+    /// An open-file limit (soft and hard) per node, for every start.
+    open_files: BTreeMap<u64, u64>,
 }
 
 /// Where the nodes' TLS files are: `node<ID>.pem`/`node<ID>.key` and the CA bundle `ca.pem` in
@@ -170,6 +172,7 @@ impl ProcessCluster {
             timing: Timing::Fast,
             http,
             env: BTreeMap::new(),
+            open_files: BTreeMap::new(),
             tls: None,
             binaries: BTreeMap::new(),
         }
@@ -214,6 +217,11 @@ impl ProcessCluster {
     /// was set before; empty to clear).
     pub fn set_env(&mut self, id: u64, vars: Vec<(String, String)>) {
         self.env.insert(id, vars);
+    }
+
+    /// Starts `id` with an open-file limit of `limit` (soft and hard, as `ulimit -n` sets).
+    pub fn set_open_files(&mut self, id: u64, limit: u64) {
+        self.open_files.insert(id, limit);
     }
 
     /// Starts nodes `1..=n` with one `--initial-cluster` listing them all.
@@ -354,6 +362,9 @@ impl ProcessCluster {
         command.envs(env);
         command.env("RUST_LOG", "info,openraft=warn").env("NO_COLOR", "1").stdin(Stdio::null()).stdout(out).stderr(err);
         die_with_parent(&mut command);
+        if let Some(&limit) = self.open_files.get(&id) {
+            limit_open_files(&mut command, limit);
+        }
         if let Some(uid) = node.uid {
             use std::os::unix::process::CommandExt;
             command.uid(uid).gid(uid);
@@ -646,6 +657,20 @@ fn die_with_parent(command: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
+
+/// Sets the child's open-file limit (soft and hard) to `limit`.
+fn limit_open_files(command: &mut Command, limit: u64) {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
+    // SAFETY: the closure runs between fork and exec and only calls `setrlimit`, which is
+    // async-signal-safe, and reads `errno`.
+    unsafe {
+        command.pre_exec(move || match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
+            -1 => Err(std::io::Error::last_os_error()),
+            _ => Ok(()),
+        });
+    }
+}
 
 /// Removes every `LEAFRAFT_*` variable, so the environment of the test run cannot change a node.
 fn scrub_env(command: &mut Command) {

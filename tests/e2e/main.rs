@@ -26,6 +26,7 @@ mod recover;
 pub mod regression_credentials;
 mod regression_deposed_holder_clock_back;
 mod regression_incarnation_zero;
+mod regression_open_file_limit;
 mod regression_paused_leader_stall;
 mod regression_refounded_seed;
 mod regression_restarted_follower_ready_too_early;
