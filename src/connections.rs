@@ -248,6 +248,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
 
 #[cfg(test)]
 mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::io::AsyncWriteExt;
+
     use super::*;
 
     /// The connections stay under the open-file limit with room for the node's own descriptors:
@@ -275,8 +278,6 @@ mod tests {
         let in_force = u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX);
         assert_eq!(answered, in_force);
     }
-    use tokio::io::AsyncReadExt;
-    use tokio::io::AsyncWriteExt;
 
     #[tokio::test]
     async fn an_idle_socket_times_out_and_a_busy_one_does_not() {
