@@ -18,7 +18,8 @@
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
 # Each paired ratio also prints the ceiling: three counter processes under the same load against
 # the one-process baseline (on 2 cores, three processes of anything lose ~20 % to switching).
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-single | --only-timeseq | --tls]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-timeseq | --tls]
+#   --only-lease: section 6d only (this build's monotonic confirmation vs the lease of dcd6af4).
 #   --only-monotonic-follower: section 6's follower ratio and ranges only (6b, 6c).
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
 #   --only-timeseq: section 7 only.
@@ -29,6 +30,8 @@ duration=10
 concurrency=16
 switch_secs=15
 only_monotonic=0
+# The last commit with the leader lease (issue 35 replaced it): section 6d measures against it.
+lease_commit=dcd6af4c66a13e2cbf5ca12ce1b175c9404cb111
 only_single=0
 only_tls=0
 only_timeseq=0
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
     --only-monotonic-follower) only_monotonic=2; shift ;;
+    --only-lease) only_monotonic=3; shift ;;
     --only-single) only_single=1; shift ;;
     --tls) only_tls=1; shift ;;
     --only-timeseq) only_timeseq=1; shift ;;
@@ -219,8 +223,57 @@ monotonic_follower_and_ranges() {
     "$(echo "$run" | field '["requests_per_sec"]')" "$(echo "$run" | field '["ids_per_sec"]')" "$(echo "$run" | field '["p99_us"]')" \
     "$(echo "$run" | field '["errors_by_status"]')" "$(echo "$run" | field '["duplicates"]')" "$(echo "$run" | field '["real_time_violations"]')"
 }
+# 6d. Strict order without a clock: the default confirmation (one heartbeat round a quorum
+# acknowledges per batch of takes, or a claim of the batch committed in the term) against the
+# leader lease it replaced (commit dcd6af4, the last with the lease, built once like the upgrade
+# baseline), the same load on a cluster of each, alternating, 3 rounds: monotonic count=1 with 64
+# callers at the leader and through a follower. Bars: default >= 0.8x the lease at the leader, and
+# through a follower >= 0.8x the default at the leader.
+lease_section() {
+  local lease_bin ratios=() follower_ratios=() run
+  lease_bin=$(scripts/lib/build-commit.sh "$lease_commit")
+  echo "== 6d. monotonic count=1, 64 callers: this build (no clock in the argument) vs the leader lease of ${lease_commit:0:12}, alternating, 3 rounds, ${duration}s per run"
+  leader_and_follower() { # leader_and_follower NODE... -> "leader follower" addresses
+    local id
+    id=$(curl -s "$1/v1/cluster" | field '["leader_id"]')
+    echo "${cluster[$((id - 1))]} ${cluster[$((id % 3))]}"
+  }
+  local ours lease ours_leader ours_follower lease_leader lease_follower
+  "$bin" tag create mono --step 1000 --mode monotonic --server "http://${nodes[0]}" >/dev/null 2>&1 || true
+  cluster=("${nodes[@]}")
+  read -r ours_leader ours_follower <<<"$(leader_and_follower "${nodes[0]}")"
+  bin=$lease_bin start_cluster lease
+  local lease_nodes=("${cluster[@]}")
+  "$lease_bin" tag create mono --step 1000 --mode monotonic --server "http://${lease_nodes[0]}" >/dev/null
+  read -r lease_leader lease_follower <<<"$(leader_and_follower "${lease_nodes[0]}")"
+  for addr in "$ours_follower" "$lease_follower"; do
+    for _ in $(seq 1 200); do curl -sf "$addr/v1/segment/mono/ranges?count=1" >/dev/null && break; sleep 0.05; done
+  done
+  mono() { "$bench" http --json --history --concurrency 64 --duration-secs "$duration" --url "http://$1/v1/segment/mono?count=1"; }
+  warm --url "http://$ours_follower/v1/segment/mono?count=1"
+  warm --url "http://$lease_follower/v1/segment/mono?count=1"
+  for run in 1 2 3; do
+    local a b c d
+    a=$(mono "$ours_leader"); b=$(mono "$lease_leader"); c=$(mono "$ours_follower"); d=$(mono "$lease_follower")
+    printf "round %s  leader: this %8.0f calls/s (p99 %s µs, violations %s)  lease %8.0f calls/s (p99 %s µs)\n" "$run" \
+      "$(echo "$a" | field '["requests_per_sec"]')" "$(echo "$a" | field '["p99_us"]')" "$(echo "$a" | field '["real_time_violations"]')" \
+      "$(echo "$b" | field '["requests_per_sec"]')" "$(echo "$b" | field '["p99_us"]')"
+    printf "         follower: this %8.0f calls/s (p99 %s µs, violations %s)  lease %8.0f calls/s (p99 %s µs)\n" \
+      "$(echo "$c" | field '["requests_per_sec"]')" "$(echo "$c" | field '["p99_us"]')" "$(echo "$c" | field '["real_time_violations"]')" \
+      "$(echo "$d" | field '["requests_per_sec"]')" "$(echo "$d" | field '["p99_us"]')"
+    ratios+=("$(python3 -c "print($(echo "$a" | field '["requests_per_sec"]') / $(echo "$b" | field '["requests_per_sec"]'))")")
+    follower_ratios+=("$(python3 -c "print($(echo "$c" | field '["requests_per_sec"]') / $(echo "$a" | field '["requests_per_sec"]'))")")
+  done
+  python3 -c "import statistics as s; r=[${ratios[0]},${ratios[1]},${ratios[2]}]; print('this/lease at the leader   median %.2f (runs %s; bar >= 0.8)' % (s.median(r), ', '.join('%.2f' % x for x in r)))"
+  python3 -c "import statistics as s; r=[${follower_ratios[0]},${follower_ratios[1]},${follower_ratios[2]}]; print('follower/leader (this)     median %.2f (runs %s; bar >= 0.8)' % (s.median(r), ', '.join('%.2f' % x for x in r)))"
+}
 if [ "$only_monotonic" = 1 ]; then
   monotonic_section
+  lease_section
+  exit 0
+fi
+if [ "$only_monotonic" = 3 ]; then
+  lease_section
   exit 0
 fi
 if [ "$only_monotonic" = 2 ]; then
@@ -356,5 +409,6 @@ warm --url "$(urls /api/snowflake/get/bench "${nodes[@]}")"
 compare snowflake "$(urls /api/snowflake/get/bench "${nodes[@]}")"
 
 monotonic_section
+lease_section
 
 timeseq_section

@@ -1,21 +1,17 @@
 //! One place that assembles a node from its configuration, its store and a transport between
-//! nodes: its leader lease (keeping the longer vote hold a previous process promised,
-//! `storage::vote_hold`), its amnesia guard, openraft's network (`raft::DurableCommitNetwork`
-//! over `raft::GuardedNetwork` over the transport), its Raft, its `Cluster` and its ID services.
+//! nodes: its amnesia guard, openraft's network (`raft::DurableCommitNetwork` over
+//! `raft::GuardedNetwork` over the transport), its Raft, its `Cluster` and its ID services.
 //!
 //! `node::start` (`leafraft serve`, over HTTP) and the in-process suite
 //! (`tests/cluster/fixtures/cluster.rs`, over the test router; the claims bench runs on it) call
 //! [`assemble`]; `recover::form`, a lone member that sends no RPC, calls its raft core
-//! [`start_raft`] with a disabled lease and no guard. `Raft::new` is called nowhere else.
+//! [`start_raft`] with no guard. `Raft::new` is called nowhere else.
 
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use raft::guarded::Transport;
 use raft::network::IdentityCheck;
 use raft::AmnesiaGuard;
-use raft::LeaderLease;
 use raft::NodeId;
 use raft::Raft;
 
@@ -33,8 +29,6 @@ pub struct Parts<T> {
     pub raft_config: Arc<openraft::Config>,
     /// The node's opened store (`storage::identity::open_member`, or `storage::open` in tests).
     pub store: storage::Store,
-    /// The data directory, where the vote hold this process promises is recorded.
-    pub data_dir: PathBuf,
     /// Carries the Raft RPCs to the peers (HTTP, or the test router).
     pub transport: T,
     /// Carries forwards, hellos and clock reads to the peers.
@@ -50,7 +44,6 @@ pub struct Parts<T> {
 /// services are built and not yet maintained (`IdServices::maintain`).
 pub struct Assembled {
     pub raft: Raft,
-    pub lease: Arc<LeaderLease>,
     pub amnesia: Arc<AmnesiaGuard>,
     pub cluster: Arc<Cluster>,
     pub services: IdServices,
@@ -58,48 +51,27 @@ pub struct Assembled {
 
 /// Assembles the node of `parts`; an error says in one line what could not be done.
 pub async fn assemble<T: Transport>(parts: Parts<T>) -> Result<Assembled, String> {
-    let Parts {
-        node_id,
-        raft_config,
-        store,
-        data_dir,
-        transport,
-        peers,
-        timeouts,
-        identity,
-        segments,
-        snowflake,
-        metrics,
-    } = parts;
-    let lease = Arc::new(LeaderLease::for_config(&raft_config));
-    let hold = Duration::from_millis(raft_config.election_timeout_max);
-    let previous = storage::vote_hold::record_vote_hold(&data_dir, hold)
-        .map_err(|e| format!("cannot record the vote hold in {}: {e}", data_dir.display()))?;
-    lease.restarted(previous);
+    let Parts { node_id, raft_config, store, transport, peers, timeouts, identity, segments, snowflake, metrics } =
+        parts;
     let amnesia = Arc::new(AmnesiaGuard::new(store.log.durability()));
-    let raft = start_raft(node_id, raft_config, &store, transport, &lease, Some(Arc::clone(&amnesia))).await?;
-    let cluster = Cluster::new(node_id, raft.clone(), store, peers, timeouts, identity);
-    let cluster = Arc::new(cluster.with_lease(Arc::clone(&lease)));
+    let raft = start_raft(node_id, raft_config, &store, transport, Some(Arc::clone(&amnesia))).await?;
+    let cluster = Arc::new(Cluster::new(node_id, raft.clone(), store, peers, timeouts, identity));
     let services = IdServices::new(&cluster, segments, snowflake, metrics);
-    Ok(Assembled { raft, lease, amnesia, cluster, services })
+    Ok(Assembled { raft, amnesia, cluster, services })
 }
 
 /// The raft core of a node: its Raft on `store`, whose network holds back commits beyond the
-/// local disk and keeps `lease` and `amnesia` over `transport`; no election before the vote hold
-/// of a previous process ran out (`raft::lease::keep_restart_hold`).
+/// local disk and keeps `amnesia` over `transport`.
 pub async fn start_raft<T: Transport>(
     node_id: NodeId,
     raft_config: Arc<openraft::Config>,
     store: &storage::Store,
     transport: T,
-    lease: &Arc<LeaderLease>,
     amnesia: Option<Arc<AmnesiaGuard>>,
 ) -> Result<Raft, String> {
-    let network = raft::GuardedNetwork::new(transport, Arc::clone(lease), amnesia);
+    let network = raft::GuardedNetwork::new(transport, amnesia);
     let network = raft::DurableCommitNetwork::new(network, store.log.durability());
-    let raft = Raft::new(node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
+    Raft::new(node_id, raft_config, network, store.log.clone(), store.state_machine.clone())
         .await
-        .map_err(|e| format!("cannot start raft: {e}"))?;
-    raft::lease::keep_restart_hold(&raft, lease);
-    Ok(raft)
+        .map_err(|e| format!("cannot start raft: {e}"))
 }

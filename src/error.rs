@@ -49,6 +49,9 @@ pub enum ErrorCode {
     /// This node has not compared its clock with its peers' yet (its first moments after start,
     /// after a bounded wait): time-sequence IDs wait for that check. Retry shortly.
     ClockUnchecked,
+    /// A change every member enforces on its own (a tag moved to monotonic) is committed, but the
+    /// members named have not applied it yet; asking again waits again.
+    MembersBehind,
 }
 
 impl ErrorCode {
@@ -79,6 +82,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::FeatureNotEnabled => "FEATURE_NOT_ENABLED",
             ErrorCode::ClockUnchecked => "CLOCK_UNCHECKED",
+            ErrorCode::MembersBehind => "MEMBERS_BEHIND",
         }
     }
 
@@ -91,7 +95,8 @@ impl ErrorCode {
             | ErrorCode::NoLeader
             | ErrorCode::SecondExhausted
             | ErrorCode::ClockAhead
-            | ErrorCode::ClockUnchecked => StatusCode::SERVICE_UNAVAILABLE,
+            | ErrorCode::ClockUnchecked
+            | ErrorCode::MembersBehind => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound | ErrorCode::NamespaceNotFound => {
                 StatusCode::NOT_FOUND
             }

@@ -2,7 +2,7 @@
 //!
 //! Order of start: load (or create) the member identity and open the store (a node that cannot,
 //! or whose data dir belongs to another node ID, stops here with a clear error), assemble the node
-//! over HTTP (`assembly`: Raft, lease, amnesia guard, `Cluster`, ID services), serve HTTP, then
+//! over HTTP (`assembly`: Raft, amnesia guard, `Cluster`, ID services), serve HTTP, then
 //! bootstrap (initialise, or ask to join; see `bootstrap`) if the data directory was
 //! empty. A refusal (from bootstrap, or a membership that records this node ID with another
 //! disk) stops the node with its one-line reason. Order of stop: give back segment tails and the
@@ -119,7 +119,6 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
         node_id: config.node_id,
         raft_config: Arc::new(config.raft_config().map_err(RunError)?),
         store,
-        data_dir: config.data_dir.clone(),
         transport: network,
         peers,
         timeouts: Timeouts { write: config.write_timeout, learner: config.learner_timeout },
@@ -251,6 +250,7 @@ fn spawn_background(
             }
         }),
         tokio::spawn(async move { catch_up.catch_up().await }),
+        tokio::spawn(crate::cluster::watch_membership(cluster.clone())),
         tokio::spawn(crate::cluster::versions::maintain_cluster_version(cluster.clone(), config.hold_cluster_version)),
     ];
     if config.segments.preload {

@@ -117,6 +117,9 @@ enum Taken {
     All,
     /// The buffer was closed before the request had all it needs.
     Closed,
+    /// The tag moved to monotonic while the request waited for a segment: what it took so far
+    /// is a gap, and the request is served as a monotonic take.
+    Moved,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -170,6 +173,7 @@ impl Segments {
         if count == 0 || count > MAX_COUNT {
             return Err(Error::invalid(format!("count must be between 1 and {MAX_COUNT}, got {count}")));
         }
+        self.cluster.refuse_if_removed()?;
         if self.cluster.tag_mode(tag) == Some(TagMode::Monotonic) {
             return self.cluster.take_monotonic(tag, count).await;
         }
@@ -179,6 +183,7 @@ impl Segments {
     /// One ID of `tag` (Leaf's path): from a ready buffer without building a list, else as
     /// [`Segments::next_ids`] with a count of one.
     pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
+        self.cluster.refuse_if_removed()?;
         if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {
             if let Some(buffer) = self.buffers.load(tag).get(tag) {
                 if let Take::Ids { range, load_due } = buffer.buffer.take(1) {
@@ -223,9 +228,13 @@ impl Segments {
                 Some(buffer) => buffer,
                 None => self.create_buffer(tag)?,
             };
-            if self.take_from(&buffer, tag, &mut wanted).await? == Taken::All {
-                buffer.issued.fetch_add(count, Ordering::Relaxed);
-                return Ok(wanted.ranges);
+            match self.take_from(&buffer, tag, &mut wanted).await? {
+                Taken::All => {
+                    buffer.issued.fetch_add(count, Ordering::Relaxed);
+                    return Ok(wanted.ranges);
+                }
+                Taken::Moved => return self.cluster.take_monotonic(tag, count).await,
+                Taken::Closed => {}
             }
             if self.stopping.load(Ordering::Relaxed) {
                 return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
@@ -293,6 +302,11 @@ impl Segments {
                             ErrorCode::SegmentsNotReady,
                             format!("both segments of tag '{tag}' are used up and the next claim has not committed"),
                         ));
+                    }
+                    // The tag's mode is read once before the first take; a request that waited may
+                    // have outlived a move to monotonic (and the answer to it), so it looks again.
+                    if self.cluster.tag_mode(tag) == Some(TagMode::Monotonic) {
+                        return Ok(Taken::Moved);
                     }
                 }
             }

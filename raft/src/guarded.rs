@@ -1,22 +1,17 @@
-//! `GuardedNetwork`: the leader lease's and the amnesia check's rules on the sending side, written
-//! once over any transport between nodes: the HTTP client (`network::NetworkFactory`) and the
-//! in-process router of the cluster tests both only carry messages ([`Transport`], [`Link`]).
+//! `GuardedNetwork`: the amnesia check's rules on the sending side, written once over any
+//! transport between nodes: the HTTP client (`network::NetworkFactory`) and the in-process router
+//! of the cluster tests both only carry messages ([`Transport`], [`Link`]).
 //!
-//! Per append to a follower: the send time is taken before it leaves
-//! ([`LeaderLease::sending_append`], which also ends the lease when it carries a new
-//! configuration), the highest index this node saw the follower match under its leadership goes
-//! with it ([`AmnesiaGuard::matched`]); on an answer, what the follower appended is recorded
-//! ([`AmnesiaGuard::record`]) and the acknowledgement counts towards the lease with the vote hold
-//! the follower reported beside it ([`LeaderLease::append_answered`]); a follower that refused as
-//! amnesiac is counted ([`AmnesiaGuard::refused`]). A snapshot chunk counts its configuration as
-//! sent ([`LeaderLease::sending_snapshot`]). Votes pass unchanged.
+//! Per append to a follower: the highest index this node saw the follower match under its
+//! leadership goes with it ([`AmnesiaGuard::matched`]); on an answer, what the follower appended is
+//! recorded ([`AmnesiaGuard::record`]); a follower that refused as amnesiac is counted
+//! ([`AmnesiaGuard::refused`]). Snapshots and votes pass unchanged.
 //!
-//! The receiving side (a follower's own hold reported with its answer, `AmnesiaGuard::admit`,
-//! `network::vote_under_lease`) stays with each transport's server end.
+//! The receiving side (`AmnesiaGuard::admit`, `network::vote_from_member`) stays with each
+//! transport's server end.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use openraft::error::InstallSnapshotError;
 use openraft::network::RPCOption;
@@ -24,7 +19,6 @@ use openraft::RaftNetwork;
 use openraft::RaftNetworkFactory;
 
 use crate::amnesia::AmnesiaGuard;
-use crate::lease::LeaderLease;
 use crate::typ;
 use crate::Node;
 use crate::NodeId;
@@ -35,9 +29,6 @@ use crate::TypeConfig;
 pub struct Appended {
     /// The follower's answer, or why there is none, in openraft's terms.
     pub answer: Result<typ::AppendEntriesResponse, typ::RPCError>,
-    /// The vote hold the follower reported beside its answer (`None`: none, and then the answer
-    /// never counts towards the lease).
-    pub vote_hold: Option<Duration>,
     /// The follower refused the append as amnesiac (its log ends below `matched`): the reason.
     pub amnesiac: Option<String>,
 }
@@ -74,18 +65,17 @@ pub trait Link: Send + Sync + 'static {
     ) -> impl Future<Output = Result<typ::VoteResponse, typ::RPCError>> + Send;
 }
 
-/// openraft's network: a [`Transport`] under this node's leader lease and amnesia guard.
+/// openraft's network: a [`Transport`] under this node's amnesia guard.
 #[derive(Clone)]
 pub struct GuardedNetwork<T> {
     transport: T,
-    lease: Arc<LeaderLease>,
     /// `None`: nothing is sent with appends, nothing recorded (a lone member, `recover`).
     amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
 impl<T> GuardedNetwork<T> {
-    pub fn new(transport: T, lease: Arc<LeaderLease>, amnesia: Option<Arc<AmnesiaGuard>>) -> Self {
-        GuardedNetwork { transport, lease, amnesia }
+    pub fn new(transport: T, amnesia: Option<Arc<AmnesiaGuard>>) -> Self {
+        GuardedNetwork { transport, amnesia }
     }
 }
 
@@ -95,7 +85,6 @@ impl<T: Transport> RaftNetworkFactory<TypeConfig> for GuardedNetwork<T> {
     async fn new_client(&mut self, target: NodeId, node: &Node) -> Self::Network {
         GuardedConnection {
             link: self.transport.link(target, node).await,
-            lease: Arc::clone(&self.lease),
             amnesia: self.amnesia.clone(),
             target,
             target_incarnation: node.incarnation,
@@ -106,7 +95,6 @@ impl<T: Transport> RaftNetworkFactory<TypeConfig> for GuardedNetwork<T> {
 /// openraft's client for one peer (see [`GuardedNetwork`]).
 pub struct GuardedConnection<L> {
     link: L,
-    lease: Arc<LeaderLease>,
     amnesia: Option<Arc<AmnesiaGuard>>,
     target: NodeId,
     /// What the membership openraft replicates with records for the target (0: unknown).
@@ -119,10 +107,9 @@ impl<L: Link> RaftNetwork<TypeConfig> for GuardedConnection<L> {
         rpc: typ::AppendEntriesRequest,
         option: RPCOption,
     ) -> Result<typ::AppendEntriesResponse, typ::RPCError> {
-        let (vote, sent_at) = (rpc.vote, self.lease.sending_append(&rpc));
         let target = (self.target, self.target_incarnation);
         let matched = self.amnesia.as_ref().and_then(|amnesia| amnesia.matched(target, &rpc));
-        let Appended { answer, vote_hold, amnesiac } = self.link.append(&rpc, matched, &option).await;
+        let Appended { answer, amnesiac } = self.link.append(&rpc, matched, &option).await;
         if let Some(amnesia) = &self.amnesia {
             if let Some(reason) = &amnesiac {
                 amnesia.refused(self.target, reason);
@@ -130,9 +117,6 @@ impl<L: Link> RaftNetwork<TypeConfig> for GuardedConnection<L> {
             if let Ok(answer) = &answer {
                 amnesia.record(target, &rpc, answer);
             }
-        }
-        if let Ok(response) = &answer {
-            self.lease.append_answered(self.target, &vote, sent_at, response, vote_hold);
         }
         answer
     }
@@ -142,7 +126,6 @@ impl<L: Link> RaftNetwork<TypeConfig> for GuardedConnection<L> {
         rpc: typ::InstallSnapshotRequest,
         option: RPCOption,
     ) -> Result<typ::InstallSnapshotResponse, typ::RPCError<InstallSnapshotError>> {
-        self.lease.sending_snapshot(&rpc.meta);
         self.link.snapshot(rpc, option).await
     }
 

@@ -1,15 +1,14 @@
-//! The Raft transport of leafraft: the HTTP + bincode network between nodes, the leader lease,
-//! the durability and amnesia wrappers around it. The pure replicated state (commands, records,
+//! The Raft transport of leafraft: the HTTP + bincode network between nodes, the durability and
+//! amnesia wrappers around it. The pure replicated state (commands, records,
 //! `apply`, codec) is the `leafraft-state` crate, re-exported here so that `raft::Request`,
 //! `raft::codec` and the rest keep their paths.
 //!
 //! # Layout
-//! - [`lease`]: `LeaderLease`, how long a leader may be sure no newer leader exists.
 //! - [`durability`]: `DurableCommitNetwork`, no commit counted before the leader's own log is on
 //!   disk; `LocalDurability`, what the local log has made durable.
 //! - [`amnesia`]: `AmnesiaGuard`, a member whose log went back in time stops instead of voting.
-//! - [`guarded`]: `GuardedNetwork`, openraft's network: the lease's and the amnesia check's rules
-//!   on the sending side, over any [`guarded::Transport`] (HTTP, or the cluster tests' router).
+//! - [`guarded`]: `GuardedNetwork`, openraft's network: the amnesia check's rules on the sending
+//!   side, over any [`guarded::Transport`] (HTTP, or the cluster tests' router).
 //! - [`network`]: `NetworkFactory` (the HTTP transport) and the axum routes that serve `/raft/*`
 //!   on the node's one port.
 //!
@@ -50,13 +49,11 @@ pub use leafraft_state::WorkerLease;
 pub mod amnesia;
 pub mod durability;
 pub mod guarded;
-pub mod lease;
 pub mod network;
 
 pub use amnesia::AmnesiaGuard;
 pub use durability::DurableCommitNetwork;
 pub use durability::LocalDurability;
 pub use guarded::GuardedNetwork;
-pub use lease::LeaderLease;
 
 pub type Raft = openraft::Raft<TypeConfig>;

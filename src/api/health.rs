@@ -43,7 +43,11 @@ pub async fn healthz() -> Json<serde_json::Value> {
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    match state.cluster.readiness() {
+    // A cluster whose members all run a newer release than its version is about to raise it:
+    // reported not ready until it has, so a new cluster answers at its founders' release from
+    // its first ready moment (requests are served meanwhile; those that need the version wait).
+    let settled = |()| state.cluster.cluster_version_settling().map_or(Ok(()), Err);
+    match state.cluster.readiness().and_then(settled) {
         Ok(()) => {
             let snowflake = state.snowflakes.status();
             let snowflake = match (&snowflake.refused, snowflake.worker_id) {

@@ -304,7 +304,8 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
         (status = 409, description = "`MAX_ID_DECREASE`: max_id may only rise; `MODE_MISMATCH`: a monotonic tag \
             cannot go back to segment", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "MAX_ID_DECREASE", "message": "max_id of tag 'order' may only rise; it is 5000"}})),
-        (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
+        (status = 503, description = "`NO_LEADER`; `MEMBERS_BEHIND`: the move to monotonic is committed, but the \
+            members named have not applied it yet (ask again to wait again)", body = crate::error::ErrorBody),
     )
 )]
 pub async fn update(
@@ -324,6 +325,12 @@ pub async fn update(
             &tag,
             state.cluster.write(Request::SetTagMode { tag: tag.clone(), mode, now_ms: now_ms() }).await?,
         )?;
+        // Each member stops serving the tag from its segment buffers when it applies the move:
+        // answered once all of them have, so that every ID from the answer on is above every ID
+        // served before (503 `MEMBERS_BEHIND` otherwise; the move stays committed).
+        if mode == TagMode::Monotonic {
+            state.cluster.confirm_every_member_applied(&format!("the move of tag '{tag}' to monotonic")).await?;
+        }
         if update.step.is_none() && update.description.is_none() && update.max_id.is_none() {
             tracing::info!(tag = %view.tag, mode = %view.mode, "tag mode set");
             return Ok(Json(view));

@@ -70,6 +70,13 @@ pub enum Forwarded {
     TakeMonotonicBatch {
         takes: Vec<MonotonicTake>,
     },
+    /// Asked of every member, not only the leader: answer once this replica has applied
+    /// `index`, or after `wait_ms` with what it applied (`cluster::fence`). A member of an older
+    /// release cannot decode it and is named as not confirmed.
+    Applied {
+        index: u64,
+        wait_ms: u64,
+    },
 }
 
 /// One take of a monotonic tag in a [`Forwarded::TakeMonotonicBatch`].
@@ -90,6 +97,8 @@ pub enum ForwardedReply {
     Taken(Vec<(u64, u64)>),
     /// The answer to [`Forwarded::TakeMonotonicBatch`]: one result per take, in its order.
     TakenBatch(Vec<Result<Vec<(u64, u64)>, Error>>),
+    /// The answer to [`Forwarded::Applied`]: the index the member has applied.
+    Applied(u64),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

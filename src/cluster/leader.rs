@@ -46,6 +46,7 @@ impl Cluster {
             Forwarded::ReadIndex => self.execute_read_index(deadline).await,
             Forwarded::TakeMonotonic { tag, count } => self.execute_take(&tag, count, deadline).await,
             Forwarded::TakeMonotonicBatch { takes } => self.execute_take_batch(takes, deadline).await,
+            Forwarded::Applied { index, wait_ms } => Ok(self.execute_applied(index, wait_ms, deadline).await),
         }
     }
 

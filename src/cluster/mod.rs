@@ -23,6 +23,7 @@
 
 mod attempt;
 mod catch_up;
+mod fence;
 mod forward;
 mod incarnations;
 mod lane;
@@ -30,6 +31,7 @@ mod leader;
 mod membership;
 mod monotonic;
 mod readiness;
+mod removal;
 mod retry;
 mod sequencer;
 mod status;
@@ -63,13 +65,13 @@ pub use self::forward::Peers;
 pub use self::incarnations::record_unknown_incarnations;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
+pub use self::removal::watch_membership;
 pub use self::status::ClusterStatus;
 pub use self::status::ReplicationStatus;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::network::IdentityCheck;
 use raft::network::PostError;
-use raft::LeaderLease;
 
 /// Whether an operation may be sent again after an attempt whose fate is unknown to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,8 +109,10 @@ pub struct Cluster {
     sequencer: OnceLock<sequencer::Sequencer>,
     /// Started on the first monotonic take this node forwards in a batch.
     take_batcher: OnceLock<take_batcher::TakeBatcher>,
-    /// This node's leader lease (see `raft::lease`); the one its network records appends in.
-    lease: Arc<LeaderLease>,
+    /// Whether this node knows it is no longer a member (`removal`).
+    removal: removal::Removal,
+    /// `--hold-cluster-version` on this node: nothing waits for the version to rise.
+    version_held: AtomicBool,
 }
 
 impl Cluster {
@@ -134,18 +138,9 @@ impl Cluster {
             caught_up,
             sequencer: OnceLock::new(),
             take_batcher: OnceLock::new(),
-            lease: Arc::new(LeaderLease::disabled()),
+            removal: removal::Removal::default(),
+            version_held: AtomicBool::new(false),
         }
-    }
-
-    /// The lease this node's network records acknowledged appends in (without one, the
-    /// sequencer confirms every batch with a heartbeat round).
-    pub fn with_lease(self, lease: Arc<LeaderLease>) -> Cluster {
-        Cluster { lease, ..self }
-    }
-
-    pub fn lease(&self) -> &Arc<LeaderLease> {
-        &self.lease
     }
 
     pub fn node_id(&self) -> NodeId {
@@ -228,12 +223,7 @@ impl Cluster {
 
     fn sequencer(&self) -> &sequencer::Sequencer {
         self.sequencer.get_or_init(|| {
-            sequencer::Sequencer::start(
-                self.raft.clone(),
-                self.store.state_machine.clone(),
-                self.lease.clone(),
-                self.write_timeout,
-            )
+            sequencer::Sequencer::start(self.raft.clone(), self.store.state_machine.clone(), self.write_timeout)
         })
     }
 

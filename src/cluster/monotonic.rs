@@ -35,7 +35,7 @@ impl Cluster {
     /// `CLAIM_BATCHES`: a follower forwards it in the batch message, which older leaders cannot
     /// decode.
     pub async fn take_monotonic_range(self: &Arc<Self>, tag: &str, count: u64) -> Result<IdRange, Error> {
-        self.require_cluster_version(Version::CLAIM_BATCHES, "a range of a monotonic tag")?;
+        self.await_cluster_version(Version::CLAIM_BATCHES, "a range of a monotonic tag").await?;
         let ranges = self.take_batched(MonotonicTake { tag: tag.to_string(), count, contiguous: true }).await?;
         match ranges.as_slice() {
             [range] if range.len() == count => Ok(*range),

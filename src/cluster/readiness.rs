@@ -11,6 +11,9 @@ impl Cluster {
     /// `Ok` when this node knows a leader and has applied at least what it had applied before
     /// its last restart (one linearizable read since start proves it); otherwise the reason.
     pub fn readiness(&self) -> Result<(), String> {
+        if let Some(reason) = self.removed() {
+            return Err(reason);
+        }
         self.replica_readiness()?;
         if !self.has_caught_up() {
             return Err("catching up: waiting for one consistent read through the leader".into());
@@ -48,6 +51,7 @@ impl Cluster {
     /// For ID requests: ready now, or ready at some point since this process started. A node
     /// that lost its leader keeps serving from its buffers until they run out.
     pub fn ensure_serving(&self) -> Result<(), Error> {
+        self.refuse_if_removed()?;
         if self.has_been_ready.load(Ordering::Relaxed) {
             return Ok(());
         }

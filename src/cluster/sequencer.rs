@@ -1,25 +1,25 @@
 //! The leader's sequencer for monotonic tags: IDs in real-time order across the whole cluster.
 //!
-//! Why it holds (the argument the tests check on recorded histories):
+//! Why it holds (the argument the tests check on recorded histories). It rests on Raft's quorum
+//! intersection alone: no clock, no timeout and no persisted timing value is part of it.
 //! - Only the leader serves, from ranges it claimed with `ClaimMonotonic` entries of its own
 //!   term. A later leader has every committed entry, so its claims start above every range an
 //!   earlier leader served from; a range is dropped as soon as the term changes, so a node that
 //!   leads again never serves from a range of an earlier term.
-//! - A batch of takes is answered only after something confirmed, after every take in it had
-//!   arrived, that no newer leader had been elected: this node's leader lease holding at that
-//!   moment (`raft::lease`: a quorum acknowledged an append sent less than the lease ago, and
-//!   none of them, this node included, grants a vote before the lease ends), a heartbeat round
-//!   acknowledged by a quorum (`get_read_log_id`), or a claim proposed after the batch was
-//!   formed and committed in the same term. Any newer leader needs a vote from a node of that
-//!   quorum, cast after its acknowledgement (after the lease, for the lease), so it answers
-//!   nobody before these takes arrived: whatever a client had received before sending one of
-//!   these takes came from this leader (earlier in its cursor) or an older one (below its
-//!   ranges).
+//! - A batch of takes is answered only after a quorum acknowledged this leader's term once every
+//!   take in the batch had arrived: a heartbeat round (`get_read_log_id`, which counts only
+//!   acknowledgements of appends it sends after it was called, each by a voter whose vote is this
+//!   leader's), or a claim proposed after the batch was formed and committed in the same term
+//!   (committed means a quorum appended it under this leader's vote). A newer leader needs the
+//!   votes of a quorum, which shares a voter with that one; that voter granted its vote after it
+//!   acknowledged (a voter that has granted a newer vote refuses this leader's appends), so the
+//!   newer leader was elected, and answered anything, only after these takes arrived. Whatever a
+//!   client had received before sending one of these takes therefore came from this leader
+//!   (earlier on its cursor) or an older one (below its ranges).
 //! - Within one leader, IDs come off one cursor, in the order takes are answered.
 //!
 //! Concurrent takes share one confirmation: the driver task takes everything queued, confirms
-//! once, and answers all of it. While the lease holds, which heartbeats renew every
-//! `heartbeat_interval`, a batch costs no message at all; without it, one heartbeat round. A
+//! once, and answers all of it; the next batch forms while a confirmation is in flight. A
 //! follower's forwarded batch (`Forwarded::TakeMonotonicBatch`) is one unit of the queue: its
 //! takes share the confirmation and are cut in the order the follower sent them.
 //!
@@ -31,7 +31,6 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use openraft::ServerState;
-use raft::LeaderLease;
 use raft::Raft;
 use tokio::sync::mpsc;
 use tokio::sync::oneshot;
@@ -104,14 +103,9 @@ pub struct Sequencer {
 impl Sequencer {
     /// Starts the driver; it ends when the sequencer is dropped. `timeout` bounds each claim and
     /// confirmation.
-    pub fn start(
-        raft: Raft,
-        store: storage::StateMachineStore,
-        lease: std::sync::Arc<LeaderLease>,
-        timeout: Duration,
-    ) -> Sequencer {
+    pub fn start(raft: Raft, store: storage::StateMachineStore, timeout: Duration) -> Sequencer {
         let (units, rx) = mpsc::unbounded_channel();
-        tokio::spawn(Driver { raft, store, lease, timeout, tags: HashMap::new() }.run(rx));
+        tokio::spawn(Driver { raft, store, timeout, tags: HashMap::new() }.run(rx));
         Sequencer { units }
     }
 
@@ -140,7 +134,6 @@ impl Sequencer {
 struct Driver {
     raft: Raft,
     store: storage::StateMachineStore,
-    lease: std::sync::Arc<LeaderLease>,
     timeout: Duration,
     tags: HashMap<String, Lane>,
 }
@@ -179,7 +172,8 @@ impl Driver {
                 return refuse_all(batch, || refused.clone());
             }
         };
-        if !confirmed && !self.lease_holds(term) {
+        // A committed claim of this batch confirmed the term already; otherwise one heartbeat round.
+        if !confirmed {
             if let Err(attempt) = confirm_leadership(&self.raft, deadline).await {
                 self.tags.clear();
                 let refused = Refused::from(attempt);
@@ -253,19 +247,6 @@ impl Driver {
             }
         }
         Ok((confirmed, failed))
-    }
-
-    /// Whether this node's lease as leader of `term` holds now (checked after every take of the
-    /// batch arrived).
-    fn lease_holds(&self, term: u64) -> bool {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        let vote = metrics.vote;
-        if !vote.is_committed() || vote.leader_id.term != term || vote.leader_id.node_id != metrics.id {
-            return false;
-        }
-        let configs = metrics.membership_config.membership().get_joint_config();
-        self.lease.holds(&vote, metrics.id, configs, raft::lease::now())
     }
 
     /// The term this node leads in, if it leads.

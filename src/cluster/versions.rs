@@ -19,6 +19,7 @@
 //! refuses a store whose cluster version is newer than itself.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,8 +40,14 @@ use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::error::ErrorCode;
 
-/// How often every node looks at the cluster version, and the leader at the members' releases.
-const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// How often every node looks at the cluster version, and the leader at the members' releases:
+/// often enough that a cluster founded by one release runs at it a heartbeat or two after its
+/// first leader heard every member (the check reads memory only).
+const CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a request that needs a newer cluster version waits for it when no member is known
+/// to run an older release (a new cluster's first moments, a node that has not heard everyone
+/// since it started) before it is refused.
+const RAISE_WAIT: Duration = Duration::from_secs(2);
 
 /// How a member's release is known to the node that judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +87,36 @@ impl Cluster {
         if current >= needed {
             return Ok(());
         }
+        self.refuse_below(needed, what)
+    }
+
+    /// [`Cluster::require_cluster_version`], waiting up to [`RAISE_WAIT`] first while no member
+    /// is known to run a release below `needed`: the leader raises the version within a check
+    /// interval of hearing every member, so a new cluster's first requests are served, not
+    /// refused.
+    pub(super) async fn await_cluster_version(&self, needed: Version, what: &str) -> Result<(), Error> {
+        if self.cluster_version() >= needed {
+            return Ok(());
+        }
+        let known_behind =
+            |cluster: &Cluster| cluster.members_behind(needed, Judge::Any).iter().any(|(_, version)| version.is_some());
+        if !self.version_held.load(Ordering::Relaxed) && !known_behind(self) {
+            let mut metrics = self.raft.metrics();
+            let raised = tokio::time::timeout(RAISE_WAIT, async {
+                while self.cluster_version() < needed && !known_behind(self) {
+                    if metrics.changed().await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let _ = raised.await;
+        }
+        self.require_cluster_version(needed, what)
+    }
+
+    /// The refusal of what needs `needed`, naming the members behind.
+    fn refuse_below(&self, needed: Version, what: &str) -> Result<(), Error> {
+        let current = self.cluster_version();
         let behind = self.members_behind(needed, Judge::Any);
         let why = match behind.is_empty() {
             true => format!(
@@ -89,6 +126,18 @@ impl Cluster {
             false => format!("members still below {needed}: {}", describe(&behind)),
         };
         Err(feature_not_enabled(format!("{what} needs cluster version {needed}, the cluster is at {current}; {why}")))
+    }
+
+    /// Why this node should not report ready yet: every member is known to run a release newer
+    /// than the cluster version, so the leader is about to raise it (a cluster founded by one
+    /// release answers at that release from its first ready moment).
+    pub fn cluster_version_settling(&self) -> Option<String> {
+        let current = self.cluster_version();
+        let held = self.version_held.load(Ordering::Relaxed);
+        if held || current >= Version::OWN || !self.members_behind(Version::OWN, Judge::Any).is_empty() {
+            return None;
+        }
+        Some(format!("every member runs {} or newer; the cluster version ({current}) is being raised", Version::OWN))
     }
 
     /// The replicated cluster version as this replica applied it.
@@ -164,6 +213,7 @@ fn describe(members: &[(NodeId, Option<Version>)]) -> String {
 /// past its release, and, while it leads and `hold` is off, raises the cluster version to what
 /// every member runs.
 pub async fn maintain_cluster_version(cluster: Arc<Cluster>, hold: bool) {
+    cluster.version_held.store(hold, Ordering::Relaxed);
     let mut ticks = tokio::time::interval(CHECK_INTERVAL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen = None;

@@ -40,11 +40,10 @@ pub async fn form(
 
     let layers = Settings { node_id: Some(node_id), ..Settings::default() };
     let raft_config = Config::resolve(layers).and_then(|config| config.raft_config()).map_err(RecoverError)?;
-    // A lone member sends no Raft RPC: an HTTP transport that is never used, no lease, no guard.
+    // A lone member sends no Raft RPC: an HTTP transport that is never used, no guard.
     let identity_check = Arc::new(raft::network::IdentityCheck::new(node_id, identity.incarnation));
     let network = raft::network::NetworkFactory::new(reqwest::Client::new(), None, identity_check);
-    let lease = Arc::new(raft::LeaderLease::disabled());
-    let raft = crate::assembly::start_raft(node_id, Arc::new(raft_config), &store, network, &lease, None)
+    let raft = crate::assembly::start_raft(node_id, Arc::new(raft_config), &store, network, None)
         .await
         .map_err(RecoverError)?;
     let committed = commit(&raft, node_id, Node::new(advertise, identity.incarnation), cluster_id, restores).await;

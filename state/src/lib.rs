@@ -5,8 +5,8 @@
 //! the one bincode configuration (`codec`) of the wire and the disk.
 //!
 //! Nothing here does I/O, reads a clock, or runs async code: no axum, hyper, reqwest or sled in
-//! its dependency graph (`tidy::dependencies` in the service). The network, the leader lease and
-//! the durability wrappers are the `raft` crate, which re-exports this one so its users' paths are
+//! its dependency graph (`tidy::dependencies` in the service). The network and the durability
+//! wrappers are the `raft` crate, which re-exports this one so its users' paths are
 //! unchanged.
 //!
 //! # Layout

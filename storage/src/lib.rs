@@ -29,7 +29,6 @@ mod keys;
 mod log_store;
 pub mod private;
 mod state_machine_store;
-pub mod vote_hold;
 
 pub use codec::FORMAT_VERSION;
 pub use error::OpenError;

@@ -68,7 +68,7 @@ fn the_real_time_check_sees_an_old_answer_after_a_new_one() {
 
 /// Creates the monotonic tag `tag` through `cluster`'s leader, with a step large enough that a
 /// deposed leader still holds IDs of its range while a newer one serves: only the confirmation
-/// (or the lease) keeps it from answering with them.
+/// keeps it from answering with them.
 pub(crate) async fn create_monotonic(cluster: &TestCluster, tag: &str) {
     let leader = cluster.leader().await;
     let create = Request::CreateTagInMode {

@@ -30,7 +30,6 @@ use crate::codec;
 use crate::guarded::Appended;
 use crate::guarded::Link;
 use crate::guarded::Transport;
-use crate::lease;
 use crate::typ;
 use crate::Node;
 use crate::NodeId;
@@ -116,8 +115,6 @@ pub async fn post_bincode_as<Req: Serialize, Resp: DeserializeOwned>(
 /// A decoded answer and what its headers said beside it.
 struct Exchanged<Resp> {
     answer: Resp,
-    /// The peer's [`lease::VOTE_HOLD_HEADER`], when it sent a valid one.
-    vote_hold: Option<Duration>,
 }
 
 async fn post<Req: Serialize, Resp: DeserializeOwned>(
@@ -177,18 +174,13 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         }
         return Err(PostError::Status { status: status.as_u16(), body });
     }
-    let vote_hold = response
-        .headers()
-        .get(lease::VOTE_HOLD_HEADER)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok())
-        .map(Duration::from_millis);
     let (answer, complete) =
         read_at_most(response, codec::MAX_RPC_BYTES).await.map_err(|e| transport_error(url, &e))?;
     if !complete {
         return Err(PostError::Decode(format!("POST {url}: the answer is over {} bytes", codec::MAX_RPC_BYTES)));
     }
     let answer = codec::decode(&answer).map_err(|e| PostError::Decode(format!("POST {url}: {e}")))?;
-    Ok(Exchanged { answer, vote_hold })
+    Ok(Exchanged { answer })
 }
 
 /// With mutual TLS between members, refuses an answer over TLS whose certificate does not name the
@@ -276,7 +268,7 @@ fn truncate(text: &str) -> String {
 }
 
 /// Creates a [`Connection`] per target: the HTTP [`Transport`] under openraft's network
-/// ([`crate::GuardedNetwork`] adds the lease and amnesia rules). Holds the process's one pooled
+/// ([`crate::GuardedNetwork`] adds the amnesia rules). Holds the process's one pooled
 /// `reqwest::Client` (cloning it shares the pool), so every RPC to a peer reuses a kept-alive
 /// connection instead of paying a TCP handshake.
 #[derive(Clone)]
@@ -351,9 +343,8 @@ impl fmt::Debug for Connection {
     }
 }
 
-/// One RPC's outcome: the answer, the vote hold the peer reported beside it, and the reason when
-/// the peer refused as amnesiac.
-type Called<Resp, E> = (Result<Resp, typ::RPCError<E>>, Option<Duration>, Option<String>);
+/// One RPC's outcome: the answer, and the reason when the peer refused as amnesiac.
+type Called<Resp, E> = (Result<Resp, typ::RPCError<E>>, Option<String>);
 
 impl Connection {
     /// One RPC: the answer is the peer's `Result<Resp, RaftError<E>>`, unwrapped into openraft's
@@ -364,12 +355,11 @@ impl Connection {
         Resp: DeserializeOwned,
         E: StdError + DeserializeOwned,
     {
-        self.call_reading_hold(url, rpc, &[], option).await.0
+        self.call_with(url, rpc, &[], option).await.0
     }
 
-    /// [`Connection::call`], with the vote hold the peer reported beside its answer and the
-    /// reason of an amnesiac refusal.
-    async fn call_reading_hold<Req, Resp, E>(
+    /// [`Connection::call`], with `extra` headers and the reason of an amnesiac refusal.
+    async fn call_with<Req, Resp, E>(
         &self,
         url: &str,
         rpc: &Req,
@@ -392,13 +382,13 @@ impl Connection {
                     PostError::Refused(reason) if reason.contains(AMNESIAC_CODE) => Some(reason.clone()),
                     _ => None,
                 };
-                return (Err(rpc_error(e)), None, amnesiac);
+                return (Err(rpc_error(e)), amnesiac);
             }
         };
         // The peer's Raft answered with an error (e.g. it has stopped): the transport worked, so
         // it is a remote error, which openraft handles differently from a lost message.
         let answer = exchanged.answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)));
-        (answer, exchanged.vote_hold, None)
+        (answer, None)
     }
 }
 
@@ -419,8 +409,8 @@ fn rpc_error<E: StdError>(e: PostError) -> typ::RPCError<E> {
 impl Link for Connection {
     async fn append(&mut self, rpc: &typ::AppendEntriesRequest, matched: Option<u64>, option: &RPCOption) -> Appended {
         let extra: Vec<_> = matched.map(|index| (MATCHED_HEADER, index.to_string())).into_iter().collect();
-        let (answer, vote_hold, amnesiac) = self.call_reading_hold(&self.append_url, rpc, &extra, option).await;
-        Appended { answer, vote_hold, amnesiac }
+        let (answer, amnesiac) = self.call_with(&self.append_url, rpc, &extra, option).await;
+        Appended { answer, amnesiac }
     }
 
     async fn snapshot(

@@ -33,8 +33,9 @@ pub use client::PostError;
 pub use client::Sender;
 pub use identity::IdentityCheck;
 pub use identity::PeerIdentity;
+pub use server::may_ask_for_vote;
 pub use server::routes;
-pub use server::vote_under_lease;
+pub use server::vote_from_member;
 pub use snapshot_guard::MAX_SNAPSHOT_BYTES;
 pub use versions::PeerVersions;
 

@@ -3,7 +3,6 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::DefaultBodyLimit;
@@ -30,8 +29,6 @@ use crate::amnesia::Amnesia;
 use crate::amnesia::AmnesiaGuard;
 use crate::amnesia::AMNESIAC_CODE;
 use crate::codec;
-use crate::lease;
-use crate::lease::LeaderLease;
 use crate::typ;
 use crate::NodeId;
 use crate::Raft;
@@ -44,30 +41,25 @@ pub(super) const MAX_BODY_BYTES: usize = codec::MAX_RPC_BYTES;
 /// `POST /raft/append`, `/raft/vote` and `/raft/snapshot`, answering with the local `raft`.
 ///
 /// There is no authentication here: the node wraps all of `/raft/*` in its own auth layer.
-/// Vote requests pass `lease` first: this node holds its vote back while it may hold a lease
-/// as leader ([`LeaderLease::admit_vote`]).
+/// Vote requests pass [`vote_from_member`] first: a candidate outside this node's membership
+/// never reaches openraft.
 ///
 /// Appends pass `amnesia` first: one whose leader saw this node match an index its log no longer
 /// reaches is refused (409 `MEMBER_AMNESIAC`) and never reaches openraft ([`AmnesiaGuard::admit`]).
-pub fn routes(raft: Raft, lease: Arc<LeaderLease>, amnesia: Arc<AmnesiaGuard>) -> Router {
-    router(Leased { raft, lease, amnesia: Some(amnesia) })
+pub fn routes(raft: Raft, amnesia: Arc<AmnesiaGuard>) -> Router {
+    router(Guarded { raft, amnesia: Some(amnesia) })
 }
 
-/// A `RaftRpc` whose votes wait while this node's leader lease may hold.
+/// A `RaftRpc` whose votes come from members only and whose appends pass the amnesia check.
 #[derive(Clone)]
-struct Leased<R> {
+struct Guarded<R> {
     raft: R,
-    lease: Arc<LeaderLease>,
     amnesia: Option<Arc<AmnesiaGuard>>,
 }
 
-impl<R: RaftRpc> RaftRpc for Leased<R> {
+impl<R: RaftRpc> RaftRpc for Guarded<R> {
     fn id(&self) -> NodeId {
         self.raft.id()
-    }
-
-    fn vote_hold(&self) -> Option<Duration> {
-        self.lease.own_hold()
     }
 
     fn admit_append(&self, rpc: &typ::AppendEntriesRequest, matched: Option<u64>) -> Result<(), Amnesia> {
@@ -82,7 +74,8 @@ impl<R: RaftRpc> RaftRpc for Leased<R> {
     }
 
     async fn vote(&self, rpc: typ::VoteRequest) -> Result<typ::VoteResponse, typ::RaftError> {
-        vote_under_lease(&self.lease, rpc, |rpc| self.raft.vote(rpc)).await
+        let member = self.raft.may_ask_for_vote(rpc.vote.leader_id.node_id);
+        vote_from_member(member, rpc, |rpc| self.raft.vote(rpc)).await
     }
 
     fn snapshot(
@@ -94,24 +87,38 @@ impl<R: RaftRpc> RaftRpc for Leased<R> {
     }
 }
 
-/// Answers a vote request with `vote` unless `lease` holds votes back, in which case the answer
-/// is a refusal that changes nothing on either side (the candidate's own vote, not granted).
-/// Shared with the in-process test network, so both refuse alike.
-pub async fn vote_under_lease<Fut>(
-    lease: &LeaderLease,
+/// Answers a vote request with `vote` when the candidate is a `member`; otherwise with a refusal
+/// that changes nothing on either side (the candidate's own vote, not granted). openraft 0.9 has
+/// no PreVote: a vote request with a higher term makes even a member that refuses it adopt the
+/// term, and a leader step down, so a node outside the membership (removed, or not added yet)
+/// must not reach it at all. Shared with the in-process test network, so both refuse alike.
+pub async fn vote_from_member<Fut>(
+    member: bool,
     rpc: typ::VoteRequest,
     vote: impl FnOnce(typ::VoteRequest) -> Fut,
 ) -> Result<typ::VoteResponse, typ::RaftError>
 where
     Fut: Future<Output = Result<typ::VoteResponse, typ::RaftError>>,
 {
-    if !lease.admit_vote(&rpc.vote, lease::now()) {
-        tracing::info!(candidate = rpc.vote.leader_id.node_id, "vote held back: this node may hold a leader lease");
+    if !member {
+        tracing::info!(candidate = rpc.vote.leader_id.node_id, "vote refused: the candidate is not a member");
         return Ok(typ::VoteResponse::new(rpc.vote, None, false));
     }
-    let answer = vote(rpc).await;
-    lease.vote_answered(lease::now());
-    answer
+    vote(rpc).await
+}
+
+/// Whether `candidate` may ask this node for its vote: it is a voter of a configuration in this
+/// node's membership (either half of a joint one), or this node has no membership yet (a founding
+/// member votes for the founder before it hears the first append). Shared with the in-process
+/// test network.
+pub fn may_ask_for_vote(raft: &Raft, candidate: NodeId) -> bool {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let membership = metrics.membership_config.membership();
+    if membership.nodes().next().is_none() {
+        return true;
+    }
+    membership.get_joint_config().iter().any(|config| config.contains(&candidate))
 }
 
 /// What the routes call. Production uses `Raft`; tests use a stub, because a real `Raft` needs
@@ -120,11 +127,9 @@ pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
     /// This node's ID.
     fn id(&self) -> NodeId;
 
-    /// How long this node holds its vote back after accepting an append, reported to the
-    /// leader with every answer to one (`None`: reported as nothing, so the answer never counts
-    /// towards the leader's lease).
-    fn vote_hold(&self) -> Option<Duration> {
-        None
+    /// Whether `candidate` may ask this node for its vote (see [`may_ask_for_vote`]).
+    fn may_ask_for_vote(&self, _candidate: NodeId) -> bool {
+        true
     }
 
     /// Whether an append whose leader saw this node match `matched` may reach openraft.
@@ -148,6 +153,10 @@ pub(super) trait RaftRpc: Clone + Send + Sync + 'static {
 impl RaftRpc for Raft {
     fn id(&self) -> NodeId {
         self.metrics().borrow().id
+    }
+
+    fn may_ask_for_vote(&self, candidate: NodeId) -> bool {
+        may_ask_for_vote(self, candidate)
     }
 
     async fn append(&self, rpc: typ::AppendEntriesRequest) -> Result<typ::AppendEntriesResponse, typ::RaftError> {
@@ -188,11 +197,7 @@ async fn append<R: RaftRpc>(State(raft): State<R>, headers: HeaderMap, body: Byt
         let body = serde_json::json!({ "error": { "code": AMNESIAC_CODE, "message": amnesia.to_string() } });
         return (StatusCode::CONFLICT, axum::Json(body)).into_response();
     }
-    let mut response = reply(APPEND_PATH, &raft.append(rpc).await);
-    if let Some(hold) = raft.vote_hold() {
-        response.headers_mut().insert(lease::VOTE_HOLD_HEADER, axum::http::HeaderValue::from(hold.as_millis() as u64));
-    }
-    response
+    reply(APPEND_PATH, &raft.append(rpc).await)
 }
 
 async fn vote<R: RaftRpc>(State(raft): State<R>, body: Bytes) -> Response {

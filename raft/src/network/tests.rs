@@ -38,7 +38,6 @@ use crate::codec;
 use crate::guarded::GuardedConnection;
 use crate::typ;
 use crate::GuardedNetwork;
-use crate::LeaderLease;
 use crate::Request;
 
 const TARGET: u64 = 2;
@@ -61,12 +60,12 @@ where
     serve(Router::new().route(path, post(handler))).await
 }
 
-/// openraft's client to node 2 at `addr` over HTTP, as a node without a lease or amnesia guard
+/// openraft's client to node 2 at `addr` over HTTP, as a node without an amnesia guard
 /// builds it.
 async fn connect(addr: SocketAddr, secret: Option<&str>) -> GuardedConnection<Connection> {
     let identity = Arc::new(IdentityCheck::new(1, 11));
     let http = NetworkFactory::new(reqwest::Client::new(), secret.map(Arc::from), identity);
-    let mut factory = GuardedNetwork::new(http, Arc::new(LeaderLease::disabled()), None);
+    let mut factory = GuardedNetwork::new(http, None);
     factory.new_client(TARGET, &crate::Node::new(addr.to_string(), 7)).await
 }
 

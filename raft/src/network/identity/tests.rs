@@ -218,7 +218,7 @@ async fn vote_from_node_one(
     check: Arc<IdentityCheck>,
 ) -> Result<typ::VoteResponse, typ::RPCError> {
     let http = NetworkFactory::new(reqwest::Client::new(), None, check);
-    let mut factory = crate::GuardedNetwork::new(http, Arc::new(crate::LeaderLease::disabled()), None);
+    let mut factory = crate::GuardedNetwork::new(http, None);
     let mut connection = factory.new_client(2, &Node::new(addr.to_string(), target.incarnation)).await;
     connection.vote(vote_request(), RPCOption::new(Duration::from_secs(10))).await
 }
