@@ -182,3 +182,77 @@ async fn a_learner_where_nothing_runs_is_not_promoted() {
     let recorded = format!("incarnation=\"{}\"", all.incarnations["9"]);
     assert!(cluster.log(9).contains(&recorded), "the membership records node 9's own disk: {all:?}");
 }
+
+/// A voter removed while it runs: it refuses ID requests at once (503 `NOT_READY` naming the
+/// removal) instead of answering from its buffers or hanging until the client's timeout, it stops
+/// campaigning, and the members' term does not move on its account (members refuse the vote
+/// requests of a node outside their membership: openraft 0.9 has no PreVote). Seen before: a
+/// removed node started an election every ~1.7 s (term 2 -> 7) and its takes hung for 3 s.
+#[tokio::test]
+async fn a_removed_node_refuses_takes_at_once_and_disturbs_no_term() {
+    let mut cluster = ProcessCluster::start(3);
+    let leader = cluster.wait_leader(TIMEOUT).await;
+    let removed = (1..=3).find(|id| *id != leader).expect("a follower");
+    let body = r#"{"tag":"kept","step":1000}"#;
+    let (status, created) = cluster.request(leader, Method::POST, "/v1/tags", Some(body), None).await;
+    assert_eq!(status.as_u16(), 201, "{created}");
+    cluster.wait_tag_known(&[1, 2, 3], "kept", TIMEOUT).await;
+    let (status, ids) = cluster.request(removed, Method::GET, "/v1/segment/kept?count=3", None, None).await;
+    assert_eq!(status.as_u16(), 200, "the member serves before its removal: {ids}");
+
+    let path = format!("/v1/cluster/members/{removed}");
+    let (status, answer) = cluster.request(leader, Method::DELETE, &path, None, None).await;
+    assert!(status.is_success(), "removal: {status} {answer}");
+    let rest: Vec<u64> = (1..=3).filter(|id| *id != removed).collect();
+    for &id in &rest {
+        cluster
+            .wait_status(
+                id,
+                TIMEOUT,
+                "the removal everywhere",
+                voters_are(if removed == 1 {
+                    &[2, 3]
+                } else if removed == 2 {
+                    &[1, 3]
+                } else {
+                    &[1, 2]
+                }),
+            )
+            .await;
+    }
+    // The removed node finds out by itself, then answers every take at once.
+    let url = format!("{}/v1/segment/kept?count=1", cluster.url(removed));
+    let http = reqwest::Client::new();
+    wait_until(TIMEOUT, "the removed node to refuse takes", || {
+        let take = http.get(&url).timeout(Duration::from_secs(5)).send();
+        async move {
+            let answer = take.await.map_err(|e| e.to_string())?;
+            let status = answer.status();
+            let body: serde_json::Value = answer.json().await.map_err(|e| e.to_string())?;
+            match (status.as_u16(), body["error"]["code"].as_str()) {
+                (503, Some("NOT_READY")) if body["error"]["message"].as_str().is_some_and(|m| m.contains("member")) => {
+                    Ok(())
+                }
+                _ => Err(format!("{status} {body}")),
+            }
+        }
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let (status, answer) = cluster.request(removed, Method::GET, "/v1/segment/kept?count=1", None, None).await;
+    assert_eq!(status.as_u16(), 503, "{answer}");
+    assert!(started.elapsed() < Duration::from_millis(500), "refused at once, not after {:?}", started.elapsed());
+
+    // Over several election timeouts of the removed node, neither its term nor the members' moves.
+    let term_of = |status: &ClusterStatus| status.term;
+    let members_before = term_of(&cluster.status(rest[0]).await.expect("status"));
+    let removed_before = term_of(&cluster.status(removed).await.expect("status of the removed node"));
+    let wait = std::time::Instant::now() + Duration::from_secs(4);
+    while std::time::Instant::now() < wait {
+        let members_now = term_of(&cluster.status(rest[0]).await.expect("status"));
+        assert_eq!(members_now, members_before, "the members' term moved after the removal");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let removed_after = term_of(&cluster.status(removed).await.expect("status of the removed node"));
+    assert_eq!(removed_after, removed_before, "the removed node kept campaigning");
+}
