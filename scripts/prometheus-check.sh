@@ -6,12 +6,15 @@
 #      rules and the dashboard answers without error, every series they read has data;
 #   3. one member killed: LeafraftMemberDown must fire within its `for:` plus two scrape intervals
 #      (read from /api/v1/alerts); the member restarted: the alert must resolve. Prints both times.
-# Installs Debian's prometheus package (prometheus + promtool) when missing; skips with one line when
-# it cannot. Uses target/release/leafraft (LEAFRAFT_BIN overrides; built when missing), random free
+# Installs Debian's prometheus package (prometheus + promtool) when missing (.ci/run installs it
+# before any stage); when it cannot, it fails in CI (CI=true) naming what is missing, and elsewhere
+# skips with one line. Uses target/release/leafraft (LEAFRAFT_BIN overrides; built when missing), random free
 # ports and a temporary directory; every process it starts is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# shellcheck source=lib/ci.sh
+. scripts/lib/ci.sh
 started=$(date +%s)
 
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
@@ -21,12 +24,16 @@ if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
     { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus; } >/dev/null 2>&1 || true
   fi
 fi
-if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
-  echo "SKIP prometheus-check: prometheus/promtool not installed and 'apt-get install prometheus' is not possible here"
-  exit 0
+missing=()
+for tool in prometheus promtool; do "$tool" --version >/dev/null 2>&1 || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  cannot_run prometheus-check "${missing[*]} not installed (Debian package prometheus), and 'apt-get install prometheus' did not install it"
 fi
-python3 -c 'import yaml' 2>/dev/null || pip install -q pyyaml >/dev/null 2>&1 || pip3 install -q pyyaml >/dev/null
+command -v python3 >/dev/null || cannot_run prometheus-check "python3 is not installed"
+python3 -c 'import yaml' 2>/dev/null || pip install -q pyyaml >/dev/null 2>&1 || pip3 install -q pyyaml >/dev/null 2>&1 || true
+python3 -c 'import yaml' 2>/dev/null || cannot_run prometheus-check "python3's yaml module is missing and 'pip install pyyaml' failed"
 command -v openssl >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null 2>&1; }
+command -v openssl >/dev/null || cannot_run prometheus-check "openssl is not installed (Debian package openssl)"
 
 echo "== promtool check rules / test rules"
 promtool check rules deploy/prometheus/recording.yml deploy/prometheus/alerts.yml

@@ -19,6 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+# shellcheck source=lib/ci.sh
+. scripts/lib/ci.sh
 readme=${1:-README.md}
 target=${CARGO_TARGET_DIR:-$repo/target}
 ports=(8080 8081 8082 8083 8084)
@@ -30,7 +32,7 @@ command -v curl >/dev/null 2>&1 || {
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
   fi
 }
-command -v curl >/dev/null 2>&1 || { echo "readme-test: SKIPPED: curl is not installed and cannot be installed here"; exit 0; }
+curl --version >/dev/null 2>&1 || cannot_run readme-test "curl is not installed (Debian package curl) and cannot be installed here"
 real_curl=$(command -v curl)
 
 for port in "${ports[@]}"; do

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use super::Segments;
 use super::TagBuffer;
-use crate::cluster::Cluster;
+use crate::claims::ClaimWriter;
 use crate::engine::segment::releasable_tail;
 
 /// The longest time between two idle sweeps.
@@ -106,15 +106,7 @@ impl Segments {
             self.buffers.values()
         };
         let tails: Vec<Tail> = buffers.iter().filter_map(|buffer| close(buffer)).collect();
-        let count = tails.len();
-        if tokio::time::timeout(RELEASES_ON_STOP_WITHIN, give_back_all(&self.cluster, tails, "shutdown")).await.is_err()
-        {
-            tracing::warn!(
-                tails = count,
-                within_ms = crate::clock::millis(RELEASES_ON_STOP_WITHIN),
-                "not every segment tail was given back in time; the rest stay gaps (not duplicates)"
-            );
-        }
+        give_back_on_stop(&self.cluster, tails).await;
     }
 
     /// Drops the buffers that served nothing and loaded nothing for `idle` up to `now`, and gives
@@ -169,15 +161,34 @@ impl Segments {
     }
 }
 
+/// Gives every tail back on a graceful stop ([`give_back_all`]) for at most
+/// [`RELEASES_ON_STOP_WITHIN`]; answers how each ended, or `None` when the time ran out first
+/// (the releases still in flight are dropped: each applies at most once, or stays a gap).
+async fn give_back_on_stop<W: ClaimWriter + ?Sized>(writer: &Arc<W>, tails: Vec<Tail>) -> Option<Vec<Outcome>> {
+    let count = tails.len();
+    match tokio::time::timeout(RELEASES_ON_STOP_WITHIN, give_back_all(writer, tails, "shutdown")).await {
+        Ok(outcomes) => Some(outcomes),
+        Err(_) => {
+            tracing::warn!(
+                tails = count,
+                within_ms = crate::clock::millis(RELEASES_ON_STOP_WITHIN),
+                "not every segment tail was given back in time; the rest stay gaps (not duplicates)"
+            );
+            None
+        }
+    }
+}
+
 /// Gives every tail back and answers how each ended (not in the order of `tails`): in
 /// `ReleaseBatch` entries ([`in_batches`]), [`MAX_BATCHES_IN_FLIGHT`] at once, when there are
 /// several and the cluster version allows it; else one `ReleaseSegment` per tail,
-/// [`MAX_RELEASES_IN_FLIGHT`] at once.
-async fn give_back_all(cluster: &Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
-    if tails.len() > 1 && cluster.cluster_version() >= raft::Version::CLAIM_BATCHES {
+/// [`MAX_RELEASES_IN_FLIGHT`] at once. `writer` is the node's `Cluster` (a stand-in in the tests);
+/// `ReleaseBatch` came with `ClaimBatch`, at cluster version 0.3.0 (`batches_allowed`).
+async fn give_back_all<W: ClaimWriter + ?Sized>(writer: &Arc<W>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
+    if tails.len() > 1 && writer.batches_allowed() {
         let count = tails.len();
         let answered =
-            run_bounded(in_batches(tails), MAX_BATCHES_IN_FLIGHT, |batch| give_back_batch(cluster.clone(), batch, why))
+            run_bounded(in_batches(tails), MAX_BATCHES_IN_FLIGHT, |batch| give_back_batch(writer.clone(), batch, why))
                 .await;
         let mut outcomes: Vec<Outcome> = answered.into_iter().flatten().flatten().collect();
         // A batch whose task failed has no outcomes: its tails may still apply, once.
@@ -185,7 +196,7 @@ async fn give_back_all(cluster: &Arc<Cluster>, tails: Vec<Tail>, why: &'static s
         return outcomes;
     }
     release_bounded(tails, MAX_RELEASES_IN_FLIGHT, |(tag, from, expected_max_id)| {
-        give_back(cluster.clone(), tag, from, expected_max_id, why)
+        give_back(writer.clone(), tag, from, expected_max_id, why)
     })
     .await
 }
@@ -225,11 +236,11 @@ fn in_batches(tails: Vec<Tail>) -> Vec<Vec<Tail>> {
 
 /// Proposes one `ReleaseBatch` of `tails` (once: `Cluster::write` never resends it) and answers
 /// how each release ended.
-async fn give_back_batch(cluster: Arc<Cluster>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
+async fn give_back_batch<W: ClaimWriter + ?Sized>(writer: Arc<W>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
     let count = tails.len();
     let releases =
         tails.into_iter().map(|(tag, from, expected_max_id)| raft::Release { tag, from, expected_max_id }).collect();
-    match cluster.write(raft::Request::ReleaseBatch { releases }).await {
+    match writer.write(raft::Request::ReleaseBatch { releases }).await {
         Ok(raft::Response::Batch(answers)) if answers.len() == count => {
             let outcomes: Vec<Outcome> = answers
                 .iter()
@@ -300,9 +311,15 @@ where
     answered
 }
 
-async fn give_back(cluster: Arc<Cluster>, tag: String, from: u64, expected_max_id: u64, why: &'static str) -> Outcome {
+async fn give_back<W: ClaimWriter + ?Sized>(
+    writer: Arc<W>,
+    tag: String,
+    from: u64,
+    expected_max_id: u64,
+    why: &'static str,
+) -> Outcome {
     let request = raft::Request::ReleaseSegment { tag: tag.clone(), from, expected_max_id };
-    match cluster.write(request).await {
+    match writer.write(request).await {
         Ok(raft::Response::Released { applied }) => {
             tracing::info!(tag = %tag, from, expected_max_id, applied, why, "segment tail released");
             if applied {

@@ -49,6 +49,24 @@ pub enum Timing {
 /// Ports handed out in this test binary; tests run in parallel threads and must never share one.
 static PORTS: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 
+/// The value of `series` in Prometheus text, `series` being its name and labels as `/metrics`
+/// prints them (`leafraft_claim_events_total{kind="batches"}`). Present or fail: a series that is
+/// missing (renamed, say) or whose value does not parse panics, naming it, rather than reading as 0,
+/// which would pass every check that it stays 0.
+pub fn metric_present(text: &str, series: &str) -> f64 {
+    let value = text
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| {
+            let family = series.split('{').next().unwrap_or(series);
+            let near: Vec<&str> =
+                text.lines().filter(|line| !line.starts_with('#') && line.starts_with(family)).take(5).collect();
+            panic!("/metrics has no series {series} (lines of {family}: {near:?})")
+        });
+    value.trim().parse().unwrap_or_else(|e| panic!("/metrics: {series} is {value:?}, not a number ({e})"))
+}
+
 /// A loopback port nobody listens on (bound to `127.0.0.1:0`, read, released), never returned
 /// twice by this process.
 pub fn free_port() -> u16 {

@@ -22,6 +22,7 @@ use reqwest::Method;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::harness::metric_present;
 use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
@@ -256,11 +257,30 @@ async fn claim_events(cluster: &mut ProcessCluster, id: u64) -> (u64, u64, u64) 
         .text()
         .await
         .expect("read /metrics");
-    let count = |kind: &str| {
-        let series = format!("leafraft_claim_events_total{{kind=\"{kind}\"}} ");
-        text.lines().find_map(|line| line.strip_prefix(&series)).map_or(0, |n| n.trim().parse().unwrap_or(0))
-    };
-    (count("claims"), count("entries"), count("batches"))
+    (claim_event(&text, "claims"), claim_event(&text, "entries"), claim_event(&text, "batches"))
+}
+
+/// One kind of `leafraft_claim_events_total` in `/metrics` text: present or the test fails (this
+/// release exports every kind from the first scrape, at 0 until it happens).
+fn claim_event(text: &str, kind: &str) -> u64 {
+    metric_present(text, &format!("leafraft_claim_events_total{{kind=\"{kind}\"}}")) as u64
+}
+
+/// The mixed cluster's check is `batches == 0`: a missing series read as 0 passed it whatever the
+/// node did, so a renamed series (or kind) must fail the read instead.
+#[test]
+fn regression_a_missing_claim_series_fails_instead_of_reading_0() {
+    let scrape = "# TYPE leafraft_claim_events_total counter\n\
+                  leafraft_claim_events_total{kind=\"claims\"} 12\n\
+                  leafraft_claim_events_total{kind=\"entries\"} 7\n\
+                  leafraft_claim_events_total{kind=\"batches\"} 0\n";
+    assert_eq!(
+        [claim_event(scrape, "claims"), claim_event(scrape, "entries"), claim_event(scrape, "batches")],
+        [12, 7, 0]
+    );
+    let renamed = scrape.replace("leafraft_claim_events_total{kind=\"batches\"}", "leafraft_claim_batches_total");
+    let read = std::panic::catch_unwind(|| claim_event(&renamed, "batches"));
+    assert!(read.is_err(), "a missing batches series read as {:?}", read.ok());
 }
 
 /// With every member on this release, the first IDs of many new tags asked for at once on a

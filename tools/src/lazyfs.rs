@@ -78,19 +78,6 @@ impl Drop for LazyMount {
     }
 }
 
-/// Whether this machine can mount one (it mounts and unmounts a scratch one): answers why not in
-/// one line.
-pub fn usable() -> std::io::Result<()> {
-    fuse_present()?;
-    let scratch = std::env::temp_dir().join(format!("leafraft-lazyfs-probe-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let probe = LazyMount::mount(&scratch.join("mnt"), &scratch.join("backing"));
-    let outcome =
-        probe.map(drop).map_err(|e| std::io::Error::new(e.kind(), format!("mounting a FUSE file system failed ({e})")));
-    let _ = std::fs::remove_dir_all(&scratch);
-    outcome
-}
-
 /// The device and, unless root, the setuid helper a mount needs.
 fn fuse_present() -> std::io::Result<()> {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {

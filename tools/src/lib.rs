@@ -1,5 +1,6 @@
 //! What the tools' binaries share.
 
+pub mod fuse_probe;
 pub mod lazyfs;
 
 use std::os::unix::process::CommandExt;

@@ -143,7 +143,7 @@ fn assert_plant_refused(binary: &std::path::Path) {
 /// Acceptance 5 of issue 27: a release build holds no planted-bug code, and `--plant` against a
 /// binary that cannot plant is refused with one line. The binary of this test build (which has
 /// the feature) shows the markers are there to be found; a stand-in that fails `planted-bugs`
-/// is refused; and the release build `LEAFRAFT_RELEASE_BIN` names, when set, holds no
+/// is refused; and the release build `LEAFRAFT_RELEASE_BIN` names, when set, exists, holds no
 /// marker, refuses `planted-bugs` and is refused too.
 #[test]
 fn a_build_without_the_feature_holds_no_planted_code_and_is_refused() {
@@ -169,10 +169,13 @@ fn a_build_without_the_feature_holds_no_planted_code_and_is_refused() {
         );
         return;
     }
-    if !release.exists() {
-        eprintln!("skipped the release-binary half: no {} (cargo build --release builds it)", release.display());
-        return;
-    }
+    // Named but absent is a failure: `.ci/run` names the binary it means to check, and a path
+    // that went stale (a moved target directory) must not read as a check that passed.
+    assert!(
+        release.exists(),
+        "LEAFRAFT_RELEASE_BIN names {}, which does not exist (cargo build --release builds it)",
+        release.display()
+    );
     assert_eq!(planted_markers_in(&release), Vec::<&str>::new(), "{} holds planted-bug code", release.display());
     let listed = std::process::Command::new(&release).arg("planted-bugs").output().expect("run leafraft");
     assert!(!listed.status.success(), "{} answers planted-bugs", release.display());

@@ -214,32 +214,150 @@ proptest! {
     }
 }
 
-/// A graceful stop with many buffers gives their tails back a bounded number at a time: all at
-/// once, 100,000 buffers made each follower open about 33,000 connections to the leader, which
-/// ran out of file descriptors and stopped its Raft. Every tail still gets its outcome.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_releases_on_stop_are_bounded_and_all_answered() {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let most = Arc::new(AtomicUsize::new(0));
-    let tails: Vec<Tail> = (0..2_000u64).map(|i| (format!("tag-{i}"), i * 10, i * 10 + 5)).collect();
-    let outcomes = release_bounded(tails, MAX_RELEASES_IN_FLIGHT, |_tail| {
-        let (in_flight, most) = (in_flight.clone(), most.clone());
-        async move {
-            let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            most.fetch_max(now, Ordering::SeqCst);
-            // A release that takes a round trip: the others start meanwhile if nothing bounds them.
-            for _ in 0..10 {
-                tokio::task::yield_now().await;
-            }
-            in_flight.fetch_sub(1, Ordering::SeqCst);
-            Outcome::Applied
+/// Where a graceful stop's releases go: a stand-in for the node's `Cluster` that applies each
+/// request to a real state machine once its write has taken `takes` (paused time; `None`: it never
+/// answers), counting how many writes are in flight at once and what was sent.
+struct StandIn {
+    state: Mutex<IdStateMachine>,
+    batches_allowed: bool,
+    takes: Option<Duration>,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+    /// Each request sent: whether it was a `ReleaseBatch`, and its encoded size.
+    sent: Mutex<Vec<(bool, usize)>>,
+}
+
+impl StandIn {
+    /// `tags` tags, each with one claim of 10 IDs, and a stop's tail of each: all but the first 2
+    /// IDs of its claim, never served.
+    fn with_tails(tags: usize, batches_allowed: bool, takes: Option<Duration>) -> (Arc<StandIn>, Vec<Tail>) {
+        let mut state = IdStateMachine::default();
+        let mut tails = Vec::with_capacity(tags);
+        for i in 0..tags {
+            let tag = format!("tag-{i:05}");
+            let create =
+                Request::CreateTag { tag: tag.clone(), max_id: 1, step: 10, description: String::new(), now_ms: 0 };
+            assert!(matches!(state.apply_request(&create), Response::Tag { .. }));
+            let Response::Segment { start, end } =
+                state.apply_request(&Request::ClaimSegment { tag: tag.clone(), step: 10 })
+            else {
+                panic!("the claim of {tag} was refused");
+            };
+            tails.push((tag, start + 2, end));
         }
-    })
-    .await;
+        let stand_in = StandIn {
+            state: Mutex::new(state),
+            batches_allowed,
+            takes,
+            in_flight: AtomicUsize::new(0),
+            most_in_flight: AtomicUsize::new(0),
+            sent: Mutex::new(Vec::new()),
+        };
+        (Arc::new(stand_in), tails)
+    }
+
+    /// The tags whose `max_id` went down to their tail's start: the tails given back.
+    fn given_back(&self, tails: &[Tail]) -> usize {
+        let state = self.state.lock().unwrap();
+        tails.iter().filter(|(tag, from, _)| state.tags.get(tag).map(|record| record.max_id) == Some(*from)).count()
+    }
+}
+
+impl crate::claims::ClaimWriter for StandIn {
+    fn write(&self, request: Request) -> crate::claims::WriteFuture<'_> {
+        Box::pin(async move {
+            let size = raft::codec::encode(&request).expect("encode").len();
+            self.sent.lock().unwrap().push((matches!(request, Request::ReleaseBatch { .. }), size));
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+            match self.takes {
+                Some(takes) => tokio::time::sleep(takes).await,
+                None => std::future::pending().await,
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(self.state.lock().unwrap().apply_request(&request))
+        })
+    }
+
+    fn batches_allowed(&self) -> bool {
+        self.batches_allowed
+    }
+}
+
+/// At cluster version 0.3.0 a graceful stop gives its tails back in `ReleaseBatch` entries, each
+/// within the request limit, [`MAX_BATCHES_IN_FLIGHT`] at a time, and every tail is applied: the
+/// path `Segments::release_all` takes (`give_back_on_stop`), against a stand-in cluster.
+#[tokio::test(start_paused = true)]
+async fn a_graceful_stop_at_0_3_0_gives_every_tail_back_in_bounded_batches() {
+    let (cluster, tails) = StandIn::with_tails(12_000, true, Some(Duration::from_millis(500)));
+    let batches = in_batches(tails.clone()).len();
+    assert!(batches > MAX_BATCHES_IN_FLIGHT, "{batches} batches: too few to show the bound");
+    let started = Instant::now();
+
+    let outcomes = give_back_on_stop(&cluster, tails.clone()).await.expect("within the stop's budget");
+
+    assert_eq!(outcomes.len(), tails.len());
+    assert!(outcomes.iter().all(|outcome| *outcome == Outcome::Applied), "every tail applied");
+    assert_eq!(cluster.given_back(&tails), tails.len(), "every tag's max_id is back at its tail's start");
+    let sent = cluster.sent.lock().unwrap().clone();
+    assert_eq!(sent.len(), batches, "one entry per batch");
+    assert!(sent.iter().all(|(batch, _)| *batch), "only ReleaseBatch entries at 0.3.0");
+    assert!(sent.iter().all(|(_, size)| *size <= raft::codec::MAX_REQUEST_BYTES), "{sent:?}");
+    assert_eq!(cluster.most_in_flight.load(Ordering::SeqCst), MAX_BATCHES_IN_FLIGHT);
+    let rounds = batches.div_ceil(MAX_BATCHES_IN_FLIGHT) as u32;
+    assert_eq!(started.elapsed(), Duration::from_millis(500) * rounds, "{MAX_BATCHES_IN_FLIGHT} batches at a time");
+}
+
+/// A graceful stop whose batched releases take longer than [`RELEASES_ON_STOP_WITHIN`] (10 s)
+/// ends at 10 s, whatever is still in flight: what committed by then is given back, the rest stay
+/// gaps, and nothing applies after the stop is over. With batches of 4 s, 4 at a time, 8 commit by
+/// 8 s, the next 4 would at 12 s and the rest would start then; a cluster that never answers gets
+/// the same 10 s.
+#[tokio::test(start_paused = true)]
+async fn regression_a_batched_stop_that_outlasts_its_budget_ends_at_10_s() {
+    let (cluster, tails) = StandIn::with_tails(20_000, true, Some(Duration::from_secs(4)));
+    let batches = in_batches(tails.clone());
+    assert!(
+        batches.len() > 3 * MAX_BATCHES_IN_FLIGHT,
+        "{} batches: too few to show none starts at 12 s",
+        batches.len()
+    );
+    let started = Instant::now();
+
+    let outcomes = give_back_on_stop(&cluster, tails.clone()).await;
+
+    assert!(outcomes.is_none(), "the stop's releases took longer than its budget");
+    assert_eq!(started.elapsed(), RELEASES_ON_STOP_WITHIN, "the stop ends at its budget, not later");
+    let committed: usize = batches.iter().take(2 * MAX_BATCHES_IN_FLIGHT).map(Vec::len).sum();
+    assert_eq!(cluster.given_back(&tails), committed, "the batches that committed by 8 s, and no more");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.given_back(&tails), committed, "nothing applies after the stop is over");
+    assert_eq!(cluster.sent.lock().unwrap().len(), 3 * MAX_BATCHES_IN_FLIGHT, "no batch starts after 10 s");
+
+    let (silent, tails) = StandIn::with_tails(100, true, None);
+    let started = Instant::now();
+    assert!(give_back_on_stop(&silent, tails.clone()).await.is_none());
+    assert_eq!(started.elapsed(), RELEASES_ON_STOP_WITHIN, "a cluster that never answers holds the stop 10 s");
+    assert_eq!(silent.given_back(&tails), 0);
+}
+
+/// Below cluster version 0.3.0 a graceful stop gives its tails back one `ReleaseSegment` each, a
+/// bounded number at a time: all at once, 100,000 buffers made each follower open about 33,000
+/// connections to the leader, which ran out of file descriptors and stopped its Raft. Every tail
+/// still gets its outcome.
+#[tokio::test(start_paused = true)]
+async fn regression_releases_on_stop_are_bounded_and_all_answered() {
+    let (cluster, tails) = StandIn::with_tails(2_000, false, Some(Duration::from_millis(20)));
+
+    let outcomes = give_back_on_stop(&cluster, tails.clone()).await.expect("within the stop's budget");
+
     assert_eq!(outcomes.len(), 2_000);
-    assert!(outcomes.iter().all(|outcome| matches!(outcome, Outcome::Applied)));
-    let most = most.load(Ordering::SeqCst);
-    assert!(most <= MAX_RELEASES_IN_FLIGHT, "{most} releases in flight at once");
+    assert!(outcomes.iter().all(|outcome| *outcome == Outcome::Applied));
+    assert_eq!(cluster.given_back(&tails), 2_000);
+    let sent = cluster.sent.lock().unwrap().clone();
+    assert!(sent.len() == 2_000 && sent.iter().all(|(batch, _)| !batch), "one ReleaseSegment per tail below 0.3.0");
+    let most = cluster.most_in_flight.load(Ordering::SeqCst);
+    assert_eq!(most, MAX_RELEASES_IN_FLIGHT, "{most} releases in flight at once");
 }
 
 /// Tails are cut into batches whose proposed request stays within the request limit (the

@@ -53,7 +53,8 @@ const EXAMPLES: usize = 5;
 #[derive(Debug, Clone)]
 pub struct Check {
     pub name: &'static str,
-    /// How many things the check looked at (IDs, requests or reads).
+    /// How many times what it checks happened: the IDs, answers or reads it looked at, or the
+    /// faults it judged (0: not exercised).
     pub checked: u64,
     pub violations: u64,
     pub examples: Vec<String>,
@@ -66,8 +67,19 @@ impl Check {
         Check { name, checked: 0, violations: 0, examples: Vec::new(), note: String::new() }
     }
 
+    /// Something it checks happened and broke the rule.
+    pub fn failed(&self) -> bool {
+        self.violations > 0
+    }
+
+    /// What it checks happened at least once: a check that looked at nothing proves nothing.
+    pub fn exercised(&self) -> bool {
+        self.checked > 0
+    }
+
+    /// Exercised and never violated.
     pub fn passed(&self) -> bool {
-        self.violations == 0
+        self.exercised() && !self.failed()
     }
 
     /// A check decided outside the history (recovery deadlines); `failure` is its reason.
@@ -540,7 +552,22 @@ mod tests {
     }
 
     fn failing(history: &History) -> Vec<&'static str> {
-        check(history, &LAYOUT).into_iter().filter(|c| !c.passed()).map(|c| c.name).collect()
+        check(history, &LAYOUT).into_iter().filter(Check::failed).map(|c| c.name).collect()
+    }
+
+    /// A check that looked at nothing proves nothing: `wiped-member-refused` passed runs in which
+    /// no member was wiped. Not exercised is neither a pass nor a failure.
+    #[test]
+    fn regression_a_check_that_looked_at_nothing_does_not_pass() {
+        for check in check(&History::default(), &LAYOUT) {
+            assert!(!check.exercised() && !check.passed() && !check.failed(), "{} on an empty history", check.name);
+        }
+        let no_wipe = Check::outside("wiped-member-refused", 0, Vec::new());
+        assert!(!no_wipe.passed(), "no wiped member was judged: not a pass");
+        let refused = Check::outside("wiped-member-refused", 1, Vec::new());
+        assert!(refused.passed());
+        let not_refused = Check::outside("wiped-member-refused", 1, vec!["it ran".into()]);
+        assert!(not_refused.failed() && !not_refused.passed());
     }
 
     #[test]
@@ -581,7 +608,7 @@ mod tests {
         snowflake_zero.outcome = Outcome::Snowflake(vec![0, u64::MAX]);
         let check = check(&History { ops: vec![snowflake_zero], ..History::default() }, &LAYOUT);
         let in_range = check.iter().find(|c| c.name == "ids-in-range").expect("the check runs");
-        assert!(!in_range.passed(), "snowflake IDs 0 and 2^64 - 1 must fail ids-in-range");
+        assert!(in_range.failed(), "snowflake IDs 0 and 2^64 - 1 must fail ids-in-range");
         // The largest legal ID passes.
         let history =
             History { ops: vec![segment(1, 0, &[(i64::MAX as u64 - 1, i64::MAX as u64)])], ..History::default() };

@@ -113,6 +113,11 @@ impl FaultKind {
         FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind).filter(|kind| !kind.needs_lazy_disks())
     }
 
+    /// Every kind, power loss included.
+    pub fn every() -> impl Iterator<Item = FaultKind> {
+        FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind)
+    }
+
     pub fn parse(name: &str) -> Option<FaultKind> {
         FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind).find(|kind| kind.name() == name)
     }
@@ -287,8 +292,11 @@ async fn run_lane(
             break;
         }
         tokio::time::sleep(plan.gap).await;
-        *record.counts.lock().unwrap_or_else(|e| e.into_inner()).entry(plan.kind).or_default() += 1;
-        inject(&nodes, &record, plan, initial_size, &mut watchers).await;
+        // Counted only when it hit something: `scripts/chaos.sh --ci` asserts every kind it
+        // names was injected, and a kill-leader that found no node to kill was not.
+        if inject(&nodes, &record, plan, initial_size, &mut watchers).await {
+            *record.counts.lock().unwrap_or_else(|e| e.into_inner()).entry(plan.kind).or_default() += 1;
+        }
     }
     tokio::time::sleep_until(until.into()).await;
     while watchers.join_next().await.is_some() {}
@@ -345,13 +353,15 @@ fn pick<T: Copy>(candidates: &[T], pick: u64) -> Option<T> {
     (!candidates.is_empty()).then(|| candidates[(pick % candidates.len() as u64) as usize])
 }
 
+/// Injects, holds and heals one fault; answers whether it hit anything (false: no node, leader or
+/// side to hit, said on the timeline).
 async fn inject(
     nodes: &Arc<Nodes>,
     record: &Arc<Record>,
     plan: Plan,
     initial_size: usize,
     watchers: &mut tokio::task::JoinSet<()>,
-) {
+) -> bool {
     let leader = nodes.leader().await;
     let running = nodes.running();
     let followers: Vec<u64> = running.iter().copied().filter(|id| Some(*id) != leader.map(|l| l.node)).collect();
@@ -365,7 +375,10 @@ async fn inject(
                 (_, Some(leader)) => (Some(leader.node), true),
                 (_, None) => (pick(&running, plan.pick), false),
             };
-            let Some(victim) = victim else { return ev(format!("{}: no node to hit", plan.kind.name())) };
+            let Some(victim) = victim else {
+                ev(format!("{}: no node to hit", plan.kind.name()));
+                return false;
+            };
             let role = if is_leader { "leader" } else { "follower" };
             if pausing {
                 ev(format!("SIGSTOP node {victim} ({role}) for {:.1}s", hold.as_secs_f64()));
@@ -389,11 +402,14 @@ async fn inject(
             }
         }
         FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge => {
-            let Some(net) = nodes.net() else { return };
+            let Some(net) = nodes.net() else { return false };
             let members: Vec<u64> = nodes.ids();
             let (sides, bridge): ((Vec<u64>, Vec<u64>), Option<u64>) = match plan.kind {
                 FaultKind::IsolateLeader => {
-                    let Some(leader) = leader.map(|l| l.node) else { return ev("isolate-leader: no leader".into()) };
+                    let Some(leader) = leader.map(|l| l.node) else {
+                        ev("isolate-leader: no leader".into());
+                        return false;
+                    };
                     ((vec![leader], members.iter().copied().filter(|m| *m != leader).collect()), None)
                 }
                 FaultKind::SplitMajority => {
@@ -405,7 +421,8 @@ async fn inject(
                 }
                 _ => {
                     if members.len() < 3 {
-                        return ev("bridge: fewer than 3 nodes".into());
+                        ev("bridge: fewer than 3 nodes".into());
+                        return false;
                     }
                     let bridge = members[(plan.pick % members.len() as u64) as usize];
                     let rest: Vec<u64> = members.iter().copied().filter(|m| *m != bridge).collect();
@@ -442,7 +459,7 @@ async fn inject(
             }
         }
         FaultKind::ClockStep | FaultKind::ClockDrift => {
-            let Some(victim) = pick(&running, plan.pick) else { return };
+            let Some(victim) = pick(&running, plan.pick) else { return false };
             if plan.kind == FaultKind::ClockStep {
                 ev(format!("clock of node {victim} stepped {:+}ms for {:.1}s", plan.amount_ms, hold.as_secs_f64()));
                 if let Err(e) = nodes.set_clock(victim, plan.amount_ms) {
@@ -462,13 +479,13 @@ async fn inject(
             ev(format!("clock of node {victim} back to true time (from {:+}ms)", nodes.clock(victim)));
             let _ = nodes.set_clock(victim, 0);
         }
-        FaultKind::Membership => membership(nodes, record, plan, initial_size, leader, watchers).await,
+        FaultKind::Membership => return membership(nodes, record, plan, initial_size, leader, watchers).await,
         FaultKind::GracefulRestart => {
             let victim = match leader {
                 Some(leader) if plan.coin => Some(leader.node),
                 _ => pick(&followers, plan.pick),
             };
-            let Some(victim) = victim else { return };
+            let Some(victim) = victim else { return false };
             ev(format!(
                 "SIGTERM node {victim}{} and restart",
                 if Some(victim) == leader.map(|l| l.node) { " (leader)" } else { "" }
@@ -488,9 +505,14 @@ async fn inject(
                 ev(format!("restart of node {victim} failed: {e:#}"));
             }
         }
-        FaultKind::WipeMember | FaultKind::LoseMajority => disk_fault(nodes, record, plan, leader, watchers).await,
+        FaultKind::WipeMember | FaultKind::LoseMajority => {
+            return disk_fault(nodes, record, plan, leader, watchers).await
+        }
         FaultKind::PowerLoss | FaultKind::PowerLossAll => {
             let victims = power::cut(nodes, record, plan, leader);
+            if victims.is_empty() {
+                return false;
+            }
             let whole = plan.kind == FaultKind::PowerLossAll;
             // As for kill-leader and whole-restart: one node's cut is timed from the cut, the
             // whole cluster's from its restart.
@@ -519,6 +541,7 @@ async fn inject(
             watch_recovery(nodes, record, plan.kind, leader, watchers);
         }
     }
+    true
 }
 
 /// A wiped member or a lost majority (`crate::disks`); the fault lasts at least its hold.
@@ -528,17 +551,22 @@ async fn disk_fault(
     plan: Plan,
     leader: Option<Leader>,
     watchers: &mut tokio::task::JoinSet<()>,
-) {
+) -> bool {
     let started = Instant::now();
-    if plan.kind == FaultKind::LoseMajority {
-        disks::lose_majority(nodes, record, plan).await;
+    let hit = if plan.kind == FaultKind::LoseMajority {
+        disks::lose_majority(nodes, record, plan).await
     } else if let Some(victim) = pick(&nodes.running(), plan.pick) {
         if Some(victim) == leader.map(|l| l.node) {
             watch_recovery(nodes, record, plan.kind, leader, watchers);
         }
         disks::wipe_member(nodes, record, victim).await;
-    }
+        true
+    } else {
+        record.event(nodes, "wipe-member: no running node to wipe".to_string());
+        false
+    };
     tokio::time::sleep(plan.hold.saturating_sub(started.elapsed())).await;
+    hit
 }
 
 /// Keeps the voter count at the initial size or one above: a voter out when above, a new node in
@@ -550,10 +578,11 @@ async fn membership(
     initial_size: usize,
     leader: Option<Leader>,
     watchers: &mut tokio::task::JoinSet<()>,
-) {
+) -> bool {
     let ev = |text: String| record.event(nodes, text);
     let Some((voters, learners)) = nodes.membership().await else {
-        return ev("membership: no leader to ask".into());
+        ev("membership: no leader to ask".into());
+        return false;
     };
     if let Some(&learner) = learners.first() {
         ev(format!("promote learner {learner} left from an earlier change"));
@@ -562,13 +591,13 @@ async fn membership(
         {
             ev(format!("promote {learner} failed: {e:#}"));
         }
-        return;
+        return true;
     }
     if voters.len() > initial_size {
         // A voter whose process is gone first (a join that never finished), else any.
         let known = nodes.ids();
         let victim = voters.iter().copied().find(|v| !known.contains(v)).or_else(|| pick(&voters, plan.pick));
-        let Some(victim) = victim else { return };
+        let Some(victim) = victim else { return false };
         let is_leader = leader.is_some_and(|l| l.node == victim);
         ev(format!("remove voter {victim}{}", if is_leader { " (leader)" } else { "" }));
         match nodes.admin(reqwest::Method::DELETE, &format!("/v1/cluster/members/{victim}"), None).await {
@@ -581,12 +610,15 @@ async fn membership(
             }
             Err(e) => ev(format!("remove {victim} failed: {e:#}")),
         }
-        return;
+        return true;
     }
     let as_learner = plan.coin;
     let id = match nodes.start_joining(as_learner) {
         Ok(id) => id,
-        Err(e) => return ev(format!("new node failed to start: {e:#}")),
+        Err(e) => {
+            ev(format!("new node failed to start: {e:#}"));
+            return false;
+        }
     };
     ev(format!("new node {id} joins{}", if as_learner { " as a learner" } else { " as a voter" }));
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -595,7 +627,7 @@ async fn membership(
         if let Some((voters, learners)) = nodes.membership().await {
             if voters.contains(&id) {
                 ev(format!("node {id} is a voter"));
-                return;
+                return true;
             }
             if as_learner && learners.contains(&id) && !promoted {
                 ev(format!("node {id} is a learner; promote it"));
@@ -612,7 +644,7 @@ async fn membership(
         }
         if Instant::now() >= deadline {
             ev(format!("node {id} did not become a voter within 30s; it keeps trying"));
-            return;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

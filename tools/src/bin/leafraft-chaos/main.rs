@@ -6,8 +6,14 @@
 //! drift, membership churn, whole-cluster restarts, wiped disks, a majority lost for good and
 //! recovered from a survivor; power cuts that drop every unsynced write, asked for by name), heals
 //! everything, and then judges what the
-//! clients saw with the checker. The last line is `RESULT: PASS` or `RESULT: FAIL`; the exit code
-//! is 0 or 1 to match.
+//! clients saw with the checker. The last line is `RESULT: PASS` or `RESULT: FAIL`.
+//!
+//! Every check says how many times what it checks happened; one whose event never happened is
+//! NOT EXERCISED, which fails the run when a fault that makes that event was injected (a wipe-member
+//! fault, and no wiped member was judged). Exit codes, one meaning each ([`exit`]): 0 the run
+//! passed, 1 it failed (or could not be carried out), 2 the command line was refused (an unknown
+//! flag or fault kind, a `--plant` the binary cannot honour), 77 this machine cannot inject a fault
+//! kind asked for (power loss without FUSE; with `--strict`, any kind).
 //!
 //! ```text
 //! leafraft-chaos --seed 7 --nodes 3 --duration 60s
@@ -50,6 +56,51 @@ use crate::history::Tally;
 use crate::net::Net;
 use crate::nodes::Nodes;
 
+/// The exit codes, one meaning each: a caller (`scripts/chaos.sh`) tells "cannot run here" from a
+/// typo in a flag.
+mod exit {
+    pub const PASS: i32 = 0;
+    /// A check failed, a check was not exercised although its fault was injected, or the run could
+    /// not be carried out.
+    pub const FAIL: i32 = 1;
+    /// The command line was refused (clap's own code for a usage error).
+    pub const REFUSED: i32 = 2;
+    /// This machine lacks what a fault kind asked for needs (automake's "skipped" code).
+    pub const CANNOT_RUN_HERE: i32 = 77;
+}
+
+/// This machine cannot inject a fault kind the run asked for: exits [`exit::CANNOT_RUN_HERE`].
+#[derive(Debug)]
+struct CannotRunHere(String);
+
+impl std::fmt::Display for CannotRunHere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CannotRunHere {}
+
+/// The fault kinds of `--faults`: comma-separated names, `all` or `none`.
+#[derive(Debug, Clone)]
+struct FaultSet(Vec<FaultKind>);
+
+fn parse_faults(text: &str) -> Result<FaultSet, String> {
+    let mut kinds: Vec<FaultKind> = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|name| *name != "none") {
+        match name {
+            "all" => kinds.extend(FaultKind::all()),
+            name => kinds.push(FaultKind::parse(name).ok_or_else(|| {
+                let known: Vec<&str> = FaultKind::every().map(FaultKind::name).collect();
+                format!("unknown fault kind {name:?} (known: all, none, {})", known.join(", "))
+            })?),
+        }
+    }
+    kinds.sort();
+    kinds.dedup();
+    Ok(FaultSet(kinds))
+}
+
 /// Every node serves again this long after the last fault heals, or the run fails.
 const FINAL_RECOVERY_DEADLINE: Duration = Duration::from_secs(60);
 
@@ -89,8 +140,13 @@ struct Args {
     /// Comma-separated fault kinds, `all` or `none`. `all` is every kind but `power-loss` and
     /// `power-loss-all`, which are asked for by name (`all,power-loss`): they put every node's
     /// data directory on a FUSE mount that forgets unsynced writes.
-    #[arg(long, default_value = "all")]
-    faults: String,
+    #[arg(long, default_value = "all", value_parser = parse_faults)]
+    faults: FaultSet,
+    /// For CI: a fault kind asked for that this machine cannot inject (no network namespaces, no
+    /// libfaketime, no FUSE) ends the run with exit code 77 before it starts, instead of the run
+    /// going on without it.
+    #[arg(long)]
+    strict: bool,
     /// Starts the nodes with `--fsync false` when false: unsafe on power loss, the comparison
     /// that shows the power-loss faults can fail a run.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -139,6 +195,8 @@ struct Summary {
     duration: Duration,
     passed: bool,
     checks: Vec<Check>,
+    /// The checks whose event never happened although a fault that makes it was injected.
+    unexercised: Vec<&'static str>,
     tally: Tally,
     faults: BTreeMap<FaultKind, u64>,
     recoveries: Vec<faults::Recovery>,
@@ -150,17 +208,23 @@ fn main() {
     if let Some(bug) = &args.plant {
         if let Err(refusal) = leafraft_binary(&args).and_then(|binary| check_plantable(&binary, bug)) {
             eprintln!("leafraft-chaos: --plant refused: {refusal:#}");
-            std::process::exit(2);
+            std::process::exit(exit::REFUSED);
         }
     }
     let code = match tokio::runtime::Runtime::new().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(run(args))) {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(e) => {
-            eprintln!("leafraft-chaos: {e:#}");
-            println!("RESULT: FAIL (the run could not be carried out: {e:#})");
-            1
-        }
+        Ok(true) => exit::PASS,
+        Ok(false) => exit::FAIL,
+        Err(e) => match e.downcast_ref::<CannotRunHere>() {
+            Some(why) => {
+                println!("RESULT: CANNOT RUN HERE ({why})");
+                exit::CANNOT_RUN_HERE
+            }
+            None => {
+                eprintln!("leafraft-chaos: {e:#}");
+                println!("RESULT: FAIL (the run could not be carried out: {e:#})");
+                exit::FAIL
+            }
+        },
     };
     std::process::exit(code);
 }
@@ -200,15 +264,7 @@ fn check_plantable(binary: &std::path::Path, bug: &str) -> anyhow::Result<()> {
 }
 
 async fn run(args: Args) -> anyhow::Result<bool> {
-    let mut kinds: Vec<FaultKind> = Vec::new();
-    for name in args.faults.split(',').map(str::trim).filter(|name| *name != "none") {
-        match name {
-            "all" => kinds.extend(FaultKind::all()),
-            name => kinds.push(FaultKind::parse(name).with_context(|| format!("unknown fault kind {name:?}"))?),
-        }
-    }
-    kinds.sort();
-    kinds.dedup();
+    let kinds = args.faults.0.clone();
     let binary = leafraft_binary(&args)?;
     if args.dry_run {
         let (main, clocks) = faults::lanes(args.seed, &kinds);
@@ -233,11 +289,11 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         return Ok(true);
     }
     if kinds.iter().any(|kind| kind.needs_lazy_disks()) {
+        // Decided by a probe that mounts a known-good FUSE file system, not LazyFS: a broken
+        // LazyFS then fails the run instead of reading as a machine without FUSE.
         if let Some(why) = faults::power::unavailable() {
-            // Exit code 2: not a pass, and not a failure of the system under test.
             println!("power loss unavailable: {why}");
-            println!("RESULT: SKIP (the power-loss faults need FUSE)");
-            std::process::exit(2);
+            return Err(CannotRunHere(format!("the power-loss faults need FUSE: {why}")).into());
         }
     }
     net::cleanup_stale();
@@ -349,6 +405,11 @@ async fn run_once(
         args.plant.as_ref().map(|bug| format!(" planted-bug={bug}")).unwrap_or_default()
     );
     if !skipped.is_empty() {
+        if args.strict {
+            drop(nodes);
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(CannotRunHere(format!("cannot inject {}", skipped.join(", "))).into());
+        }
         println!("skipped fault kinds: {}", skipped.join(", "));
     }
     let record = Arc::new(Record::default());
@@ -393,15 +454,28 @@ async fn run_once(
         let outcomes = outcomes.lock().unwrap_or_else(|e| e.into_inner()).clone();
         checks.push(Check::outside(name, outcomes.len() as u64, outcomes.into_iter().flatten().collect()));
     }
-    let passed = checks.iter().all(Check::passed);
+    let injected = record.counts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    // A check whose event never happened proves nothing; when a fault that makes that event was
+    // injected (or the check needs none: the clients' own requests), that fails the run.
+    let unexercised: Vec<&'static str> = checks
+        .iter()
+        .filter(|check| !check.exercised())
+        .filter(|check| {
+            let makers = exercised_by(check.name);
+            makers.is_empty() || makers.iter().any(|kind| injected.contains_key(kind))
+        })
+        .map(|check| check.name)
+        .collect();
+    let passed = !checks.iter().any(Check::failed) && unexercised.is_empty();
     let summary = Summary {
         seed,
         nodes: size,
         duration,
         passed,
+        unexercised,
         tally: history.tally(),
         checks,
-        faults: record.counts.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        faults: injected,
         recoveries,
         final_recovery: final_recovery.ok(),
     };
@@ -412,8 +486,30 @@ async fn run_once(
     } else {
         println!("logs and data: {}", dir.display());
     }
-    println!("RESULT: {} seed={seed} nodes={size}", if passed { "PASS" } else { "FAIL" });
+    let unexercised = match summary.unexercised.is_empty() {
+        true => String::new(),
+        false => format!(" (not exercised: {})", summary.unexercised.join(", ")),
+    };
+    println!("RESULT: {} seed={seed} nodes={size}{unexercised}", if passed { "PASS" } else { "FAIL" });
     Ok(summary)
+}
+
+/// The fault kinds whose injection makes the event a check judges; empty for the checks of the
+/// clients' own requests, which every run makes.
+fn exercised_by(check: &str) -> &'static [FaultKind] {
+    match check {
+        "wiped-member-refused" => &[FaultKind::WipeMember],
+        "majority-recovered" => &[FaultKind::LoseMajority],
+        // The kinds that take the leader away whenever there is one (the others only sometimes).
+        "leader-recovery" => &[
+            FaultKind::KillLeader,
+            FaultKind::PauseLeader,
+            FaultKind::IsolateLeader,
+            FaultKind::WholeRestart,
+            FaultKind::PowerLossAll,
+        ],
+        _ => &[],
+    }
 }
 
 /// Starts the cluster, runs clients and faults, heals, waits for every node to serve again and
@@ -643,15 +739,27 @@ fn print_report(summary: &Summary, record: &Record) {
         Some(took) => println!("after the last heal every node served again in {:.3}s", took.as_secs_f64()),
         None => println!("after the last heal NOT every node served again"),
     }
-    println!("checks:");
+    println!("checks (how many times what each checks happened, and how often it broke):");
     for check in &summary.checks {
-        println!(
-            "  {} {:<24} {} checked, {} violations",
-            if check.passed() { "PASS" } else { "FAIL" },
-            check.name,
-            check.checked,
-            check.violations
-        );
+        let verdict = match () {
+            () if check.failed() => "FAIL",
+            () if check.passed() => "PASS",
+            () if summary.unexercised.contains(&check.name) => "NOT EXERCISED",
+            // Nothing in this run makes its event: neither a pass nor a failure.
+            () => "not exercised",
+        };
+        let why = match (check.exercised(), exercised_by(check.name)) {
+            (true, _) => String::new(),
+            (false, []) => " (the clients' requests never made it happen)".into(),
+            (false, kinds) => {
+                let kinds: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+                match summary.unexercised.contains(&check.name) {
+                    true => format!(" (although {} was injected)", kinds.join(" or ")),
+                    false => format!(" (no {} fault in this run)", kinds.join(" or ")),
+                }
+            }
+        };
+        println!("  {verdict} {:<24} {} checked, {} violations{why}", check.name, check.checked, check.violations);
         if !check.note.is_empty() {
             println!("       ({})", check.note);
         }

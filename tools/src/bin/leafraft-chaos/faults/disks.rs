@@ -94,11 +94,12 @@ async fn rebuild(nodes: &Nodes, victim: u64) -> anyhow::Result<()> {
     nodes.start(victim)
 }
 
-/// Kills every node, keeps only `survivor`'s directory, recovers from it, and rebuilds the rest.
-pub async fn lose_majority(nodes: &Arc<Nodes>, record: &Arc<Record>, plan: Plan) {
+/// Kills every node, keeps only `survivor`'s directory, recovers from it, and rebuilds the rest;
+/// answers false when there was no node to lose.
+pub async fn lose_majority(nodes: &Arc<Nodes>, record: &Arc<Record>, plan: Plan) -> bool {
     let ev = |text: String| record.event(nodes, text);
     let all = nodes.ids();
-    let Some(&survivor) = all.get((plan.pick % all.len().max(1) as u64) as usize) else { return };
+    let Some(&survivor) = all.get((plan.pick % all.len().max(1) as u64) as usize) else { return false };
     ev(format!("lose a majority for good: kill -9 every node, wipe all but node {survivor}, recover from it"));
     for &id in &all {
         nodes.resume(id);
@@ -113,6 +114,7 @@ pub async fn lose_majority(nodes: &Arc<Nodes>, record: &Arc<Record>, plan: Plan)
     record.recoveries_from_survivors.lock().unwrap_or_else(|e| e.into_inner()).push(failure);
     let others: Vec<u64> = all.into_iter().filter(|id| *id != survivor).collect();
     await_voters(nodes, record, &others).await;
+    true
 }
 
 /// Wipes every node of `all` but `survivor`, recovers into a new directory for it, starts it there

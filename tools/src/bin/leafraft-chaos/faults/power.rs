@@ -68,9 +68,10 @@ pub fn restart(nodes: &Nodes, record: &Record, victims: &[u64]) {
     }
 }
 
-/// Says in one line why power loss cannot be injected here, if it cannot.
+/// Says in one line why power loss cannot be injected here, if it cannot: FUSE probed with a
+/// known-good file system (`leafraft_tools::fuse_probe`), never with LazyFS, the code under test.
 pub fn unavailable() -> Option<String> {
-    leafraft_tools::lazyfs::usable().err().map(|e| e.to_string())
+    leafraft_tools::fuse_probe::usable().err()
 }
 
 /// Detaches power-loss mounts left by runs whose runner died (`/tmp/leafraft-chaos-PID-SEED/…`).
