@@ -49,8 +49,10 @@ async fn writes_and_raft_rpcs_need_the_secret_and_reads_stay_open() {
         assert_error(&answer, 401, "UNAUTHORIZED", path);
     }
 
-    // Reads stay open, and the rejected update changed nothing.
+    // Reads stay open, and the rejected update changed nothing. (A new cluster reports ready once
+    // its version has risen to the founders' release, a moment after it first serves.)
     for id in [1, 2, 3] {
+        cluster.wait_ready(id, TIMEOUT).await;
         for path in ["/v1/tags/order?consistent=true", "/v1/tags", "/v1/cluster", "/healthz", "/readyz"] {
             let (status, body) = cluster.request(id, Method::GET, path, None, None).await;
             assert_eq!(status.as_u16(), 200, "GET {path} on node {id} without a secret: {body}");
