@@ -134,8 +134,7 @@ pub async fn watch_membership(cluster: Arc<Cluster>) {
                         match cluster.majority_says_removed().await {
                             true => Some(format!(
                                 "node {} is no longer a member: a majority of the voters it knows list it no more \
-                                 (remove it with `cluster remove`, wipe its data directory and start it with --join \
-                                 to add it back)",
+                                 (to add it back, stop it, empty its data directory and start it with --join)",
                                 cluster.node_id
                             )),
                             // Leaderless but still listed: keep whatever was decided (a removed node
