@@ -316,6 +316,12 @@ impl Transport {
         })
     }
 
+    /// The node asked first now: the one that answered last (the planted bug's cue).
+    #[cfg(feature = "conformance-plant")]
+    pub fn last_node(&self) -> Option<String> {
+        self.nodes().get(self.preferred.load(Relaxed)).cloned()
+    }
+
     /// The cluster this client talks to, once known.
     pub fn cluster_id(&self) -> Option<u64> {
         Some(self.cluster_id.load(Relaxed)).filter(|id| *id != 0)
