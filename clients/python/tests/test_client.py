@@ -252,7 +252,8 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(node.auth, "Bearer s3cret")
 
     def test_concurrent_takers_never_share_an_id(self):
-        client = self.client(self.fake(), range_min=100, range_max=1000)
+        # The stand-in node shares this process's GIL with 8 busy takers: give its answers time.
+        client = self.client(self.fake(), range_min=1000, range_max=10000, timeout=20)
         results = [[] for _ in range(8)]
 
         def take(i):
