@@ -3,7 +3,8 @@
 # conformance suite that drives all four clients (Rust, Java, Go, Python) the same way against
 # real `leafraft serve` processes.
 #
-#   scripts/clients-test.sh                unit tests, the conformance suite, the planted-bug self-test
+#   scripts/clients-test.sh                unit tests, the conformance suite, the planted-bug self-test,
+#                                          the benchmarks (scripts/bench-clients.sh, bars enforced)
 #   scripts/clients-test.sh --conformance  the conformance suite only
 #   LEAFRAFT_CONFORMANCE_PLANT=reuse-range scripts/clients-test.sh --conformance
 #                                          every client reuses a range after a failover: the suite
@@ -395,9 +396,17 @@ if [ "$mode" = full ]; then
   check planted 0 --expect-duplicates || planted_ok=1
 fi
 
-total_failed=$((errors_failed + runs_ok + conformance_ok + planted_ok))
+# --- 4. the benchmarks (issue 39, acceptance 2): each client's next_id against its language's atomic
+bench_ok=0
+if [ "$mode" = full ]; then
+  for i in 1 2 3; do kill "${node_pid[$i]}" 2>/dev/null || true; done
+  step "benchmarks (scripts/bench-clients.sh)"
+  scripts/bench-clients.sh || bench_ok=1
+fi
+
+total_failed=$((errors_failed + runs_ok + conformance_ok + planted_ok + bench_ok))
 if [ "$total_failed" -ne 0 ]; then
-  echo "clients-test: FAILED (typed errors: $errors_failed failed; programs: $runs_ok; conformance: $conformance_ok; self-test: $planted_ok)" >&2
+  echo "clients-test: FAILED (typed errors: $errors_failed failed; programs: $runs_ok; conformance: $conformance_ok; self-test: $planted_ok; benchmarks: $bench_ok)" >&2
   exit 1
 fi
 echo "clients-test: all clients conform"
