@@ -20,6 +20,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
@@ -260,6 +261,7 @@ public final class LeafraftClient implements AutoCloseable {
 
     /** count IDs of tag as ranges; safe to repeat (a range fetched and lost is a gap). */
     Ranges fetchRanges(String tag, long count) {
+        checkOpen();
         String path = "/v1/segment/" + part(tag) + "/ranges?count=" + count;
         Transport.Answer answer = transport.send("GET", path, null, Transport.Repeat.SAFE);
         List<IdRange> ranges = new ArrayList<>();
@@ -371,6 +373,7 @@ public final class LeafraftClient implements AutoCloseable {
     }
 
     private Map<String, Object> get(String path) {
+        checkOpen();
         Transport.Answer answer = transport.send("GET", path, null, Transport.Repeat.SAFE);
         try {
             return Json.object(answer.body());
@@ -379,8 +382,23 @@ public final class LeafraftClient implements AutoCloseable {
         }
     }
 
-    private <T> CompletableFuture<T> async(Supplier<T> call) {
-        return CompletableFuture.supplyAsync(call, executor);
+    /** {@code call} on the client's executor; a closed client's future fails with {@link LeafraftClosedException}. */
+    <T> CompletableFuture<T> async(Supplier<T> call) {
+        if (closed) {
+            return CompletableFuture.failedFuture(new LeafraftClosedException());
+        }
+        try {
+            return CompletableFuture.supplyAsync(call, executor);
+        } catch (RejectedExecutionException e) {
+            return CompletableFuture.failedFuture(new LeafraftClosedException());
+        }
+    }
+
+    /** After {@link #close()} every call answers {@link LeafraftClosedException}. */
+    private void checkOpen() {
+        if (closed) {
+            throw new LeafraftClosedException();
+        }
     }
 
     // --- what a service needs at start
@@ -412,6 +430,7 @@ public final class LeafraftClient implements AutoCloseable {
     }
 
     private boolean create(String path, Map<String, Object> body, ErrorCode exists) {
+        checkOpen();
         try {
             transport.send("POST", path, Json.write(body), Transport.Repeat.NEVER);
             return true;

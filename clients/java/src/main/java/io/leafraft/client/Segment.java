@@ -1,5 +1,7 @@
 package io.leafraft.client;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -27,16 +29,34 @@ import java.util.concurrent.locks.ReentrantLock;
  * never makes a range be served again); after {@link #close()} the unused IDs are dropped.
  */
 public final class Segment implements AutoCloseable {
-    /** One installed range; {@code next} is the position the next taker gets. */
+    /**
+     * One installed range; {@code next} is the position the next taker gets, advanced with one
+     * atomic add through {@link #NEXT} (a field of the range itself: no second object to load).
+     */
     private static final class Span {
-        final AtomicLong next;
+        @SuppressWarnings("unused") // read and written through NEXT
+        volatile long next;
         final long end;
         final long loadAt;
 
         Span(long start, long end) {
-            this.next = new AtomicLong(start);
+            this.next = start;
             this.end = end;
             this.loadAt = start + (end - start) / 10;
+        }
+
+        long take() {
+            return (long) NEXT.getAndAdd(this, 1L);
+        }
+    }
+
+    private static final VarHandle NEXT;
+
+    static {
+        try {
+            NEXT = MethodHandles.lookup().findVarHandle(Span.class, "next", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
         }
     }
 
@@ -81,7 +101,7 @@ public final class Segment implements AutoCloseable {
      */
     public long nextId() {
         Span span = current;
-        long id = span.next.getAndIncrement();
+        long id = span.take();
         if (id < span.end) {
             if (id == span.loadAt) {
                 startLoad();
@@ -94,14 +114,14 @@ public final class Segment implements AutoCloseable {
     /** One ID, completed at once while the buffer holds IDs, else on the client's executor. */
     public CompletableFuture<Long> nextIdAsync() {
         Span span = current;
-        long id = span.next.getAndIncrement();
+        long id = span.take();
         if (id < span.end) {
             if (id == span.loadAt) {
                 startLoad();
             }
             return CompletableFuture.completedFuture(id);
         }
-        return CompletableFuture.supplyAsync(this::slow, client.executor());
+        return client.async(this::slow);
     }
 
     /** {@code count} IDs, in the order handed out. */
@@ -141,7 +161,7 @@ public final class Segment implements AutoCloseable {
     /** IDs left in the current range (for benchmarks and tests); takes none. */
     public long available() {
         Span span = current;
-        return Math.max(0, span.end - span.next.get());
+        return Math.max(0, span.end - span.next);
     }
 
     private boolean switchLocked() {
@@ -168,7 +188,7 @@ public final class Segment implements AutoCloseable {
                     throw new LeafraftClosedException();
                 }
                 Span span = current;
-                long id = span.next.getAndIncrement();
+                long id = span.take();
                 if (id < span.end) {
                     if (id == span.loadAt) {
                         startLoadLocked();

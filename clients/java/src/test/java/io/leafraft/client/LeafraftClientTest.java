@@ -279,6 +279,9 @@ class LeafraftClientTest {
         client.nextId("t");
         client.close();
         assertThrows(LeafraftClosedException.class, () -> client.nextId("t"));
+        assertThrows(LeafraftClosedException.class, () -> client.monotonicId("m"));
+        CompletionException async = assertThrows(CompletionException.class, () -> client.nextIdAsync("t").join());
+        assertTrue(async.getCause() instanceof LeafraftClosedException, async.toString());
     }
 
     @Test
