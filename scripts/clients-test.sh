@@ -18,8 +18,10 @@
 # (a take that began after another ended has a larger ID), that every client kept serving after
 # the last fault, and that each client answers the server's errors as its typed errors: an
 # unknown tag (TAG_NOT_FOUND), a cluster it is not pinned to (CLUSTER_MISMATCH), a node that never
-# answers (its timeout type, within the time budget); and over TLS with a custom CA and a bearer
-# token (UNAUTHORIZED without it).
+# answers (its timeout type, within the time budget); over TLS with a custom CA and a bearer token
+# (UNAUTHORIZED without it); and that the start-up and pass-through calls work against a real
+# node: create a tag and a namespace if missing (twice: created, then already there), snowflake
+# IDs decoded by the server and locally alike, time-sequence IDs in long and string form decoded.
 #
 # The planted bug: a switch inside each client, off by default and out of reach of applications
 # (Rust: the `conformance-plant` cargo feature, compiled only into the conformance example; Go:
@@ -313,15 +315,17 @@ wait_ready "https://127.0.0.1:$tls_port/readyz" --cacert "$work/tls/ca.pem"
 curl -sf --cacert "$work/tls/ca.pem" -H 'Authorization: Bearer conformance-admin' -XPOST \
   "https://127.0.0.1:$tls_port/v1/tags" -H 'Content-Type: application/json' -d '{"tag":"conf"}' >/dev/null
 
-step "typed errors and TLS, per client"
+step "typed errors, TLS and a token, the start-up and pass-through calls, per client"
 errors_failed=0
 for c in "${clients[@]}"; do
   # shellcheck disable=SC2086
   answer=$( { ${program[$c]} errors --nodes "$nodes_all" --blackhole "127.0.0.1:$hole_port";
               ${program[$c]} tls --nodes "127.0.0.1:$tls_port" --ca "$work/tls/ca.pem" \
-                --token conformance-client --tag conf; } 2>&1 ) || true
+                --token conformance-client --tag conf;
+              ${program[$c]} kinds --nodes "$nodes_all" --tag "conf-start-$c" --ns "conf-ns-$c"; } 2>&1 ) || true
   for expected in "unknown-tag TAG_NOT_FOUND" "cluster-mismatch CLUSTER_MISMATCH" "timeout TIMEOUT" \
-                  "tls ok 10" "unauthorized UNAUTHORIZED"; do
+                  "tls ok 10" "unauthorized UNAUTHORIZED" "create-tag true false none none" \
+                  "create-namespace true false none none" "snowflake ok" "timeseq ok" "timeseq-string ok"; do
     line=$(grep -E "^${expected%% *} " <<<"$answer" | head -1 || true)
     ok=no
     case "$line" in

@@ -9,6 +9,9 @@
 //!     prints "unknown-tag CODE", "cluster-mismatch CODE", "timeout TIMEOUT MS" (typed errors)
 //! conformance tls --nodes https://H:P --ca FILE --token TOKEN --tag T
 //!     prints "tls ok N" and "unauthorized CODE"
+//! conformance kinds --nodes A,B,C --tag T --ns NS
+//!     the start-up and pass-through calls: prints "create-tag true false none none",
+//!     "create-namespace true false none none", "snowflake ok", "timeseq ok", "timeseq-string ok"
 //! ```
 //!
 //! `LEAFRAFT_CONFORMANCE_PLANT=reuse-range` turns on the planted bug; it exists only in a build
@@ -21,8 +24,12 @@ use std::time::Duration;
 use std::time::Instant;
 use std::time::SystemTime;
 
+use leafraft_client::decode::Layout;
 use leafraft_client::Client;
 use leafraft_client::ClientError;
+use leafraft_client::ErrorCode;
+use leafraft_client::NewNamespace;
+use leafraft_client::NewTag;
 
 fn now_micros() -> u128 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros())
@@ -64,7 +71,8 @@ async fn main() -> Result<(), Failure> {
         "run" => run(nodes, &arg("tag"), &arg("mono"), &arg("out"), &arg("stop")).await,
         "errors" => errors(nodes, &arg("blackhole")).await,
         "tls" => tls(nodes, &arg("ca"), &arg("token"), &arg("tag")).await,
-        other => Err(format!("unknown mode {other:?}: run, errors or tls").into()),
+        "kinds" => kinds(nodes, &arg("tag"), &arg("ns")).await,
+        other => Err(format!("unknown mode {other:?}: run, errors, tls or kinds").into()),
     }
 }
 
@@ -143,5 +151,74 @@ async fn tls(nodes: Vec<String>, ca: &str, token: &str, tag: &str) -> Result<(),
     let anonymous = Client::builder().nodes(&nodes).ca_file(ca).timeout(Duration::from_secs(5)).build()?;
     println!("unauthorized {}", kind(&anonymous.segment(tag).next_id().await));
     anonymous.close();
+    Ok(())
+}
+
+/// "true"/"false" and the error's kind of a create that may answer "exists" (`TAG_EXISTS`,
+/// `NAMESPACE_EXISTS`): the Rust client has no create-if-missing call, so this is it.
+fn created<T>(answer: Result<T, ClientError>, exists: ErrorCode) -> (bool, String) {
+    match answer {
+        Ok(_) => (true, "none".into()),
+        Err(ClientError::Api { code, .. }) if code == exists => (false, "none".into()),
+        Err(error) => (false, kind::<()>(&Err(error))),
+    }
+}
+
+async fn kinds(nodes: Vec<String>, tag: &str, ns: &str) -> Result<(), Failure> {
+    let client = Client::builder().nodes(&nodes).timeout(Duration::from_secs(5)).build()?;
+    // Apart by more than a millisecond: two identical creates within one are answered alike.
+    let pause = || tokio::time::sleep(Duration::from_millis(10));
+    let new_tag = NewTag { tag: tag.to_string(), step: Some(100), ..NewTag::default() };
+    let first = created(client.create_tag(&new_tag).await, ErrorCode::TagExists);
+    pause().await;
+    let second = created(client.create_tag(&new_tag).await, ErrorCode::TagExists);
+    println!("create-tag {} {} {} {}", first.0, second.0, first.1, second.1);
+    let new_ns = NewNamespace { namespace: ns.to_string(), ..NewNamespace::default() };
+    let first = created(client.create_namespace(&new_ns).await, ErrorCode::NamespaceExists);
+    pause().await;
+    let second = created(client.create_namespace(&new_ns).await, ErrorCode::NamespaceExists);
+    println!("create-namespace {} {} {} {}", first.0, second.0, first.1, second.1);
+
+    match client.snowflake(3).await {
+        Err(error) => println!("snowflake {}", kind::<()>(&Err(error))),
+        Ok(ids) if !(ids.len() == 3 && ids[0] < ids[1] && ids[1] < ids[2]) => {
+            println!("snowflake not-increasing {ids:?}")
+        }
+        Ok(ids) => {
+            let local = leafraft_client::decode::snowflake(&Layout::LEAF, ids[0]);
+            match client.decode_snowflake(&ids[0].to_string()).await {
+                Ok(d)
+                    if (d.timestamp_ms, d.worker_id, d.sequence)
+                        == (local.timestamp_ms, local.worker, local.sequence) =>
+                {
+                    println!("snowflake ok")
+                }
+                other => println!("snowflake decode-differs {other:?} {local:?}"),
+            }
+        }
+    }
+
+    match client.timeseq_ids(ns, 3, 3).await {
+        Err(error) => println!("timeseq {}", kind::<()>(&Err(error))),
+        Ok(ids) if !(ids.len() == 3 && ids[0] < ids[1] && ids[1] < ids[2]) => {
+            println!("timeseq not-increasing {ids:?}")
+        }
+        Ok(ids) => match client.decode_timeseq(ns, &ids[0].to_string()).await {
+            Ok(decoded) if decoded.shard == 3 => println!("timeseq ok"),
+            other => println!("timeseq decode {other:?}"),
+        },
+    }
+
+    match client.timeseq_strings(ns, 3, 2, "AB").await {
+        Err(error) => println!("timeseq-string {}", kind::<()>(&Err(error))),
+        Ok(texts) if !(texts.len() == 2 && texts[0].starts_with("AB") && texts[0] != texts[1]) => {
+            println!("timeseq-string unexpected {texts:?}")
+        }
+        Ok(texts) => match client.decode_timeseq(ns, &texts[0]).await {
+            Ok(decoded) if decoded.shard == 3 => println!("timeseq-string ok"),
+            other => println!("timeseq-string decode {other:?}"),
+        },
+    }
+    client.close();
     Ok(())
 }

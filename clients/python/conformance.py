@@ -104,15 +104,63 @@ def tls_and_token(args) -> None:
     anonymous.close()
 
 
+def kinds(args) -> None:
+    client = leafraft.Client(args.nodes.split(","), timeout=5)
+
+    def twice(create, *a, **kw):
+        # Apart by more than a millisecond: two identical creates within one are answered alike.
+        results = []
+        for _ in range(2):
+            time.sleep(0.01)
+            try:
+                results.append((str(create(*a, **kw)).lower(), "none"))
+            except leafraft.LeafraftError as error:
+                results.append(("false", kind(error)))
+        return f"{results[0][0]} {results[1][0]} {results[0][1]} {results[1][1]}"
+
+    print("create-tag", twice(client.create_tag_if_missing, args.tag, step=100))
+    print("create-namespace", twice(client.create_namespace_if_missing, args.ns))
+    try:
+        ids = client.snowflake(3)
+        if not ids[0] < ids[1] < ids[2]:
+            print("snowflake not-increasing", ids)
+        else:
+            decoded = client.decode_snowflake(ids[0])
+            local = leafraft.LEAF_LAYOUT.decode(ids[0])
+            same = (decoded["timestamp_ms"], decoded["worker_id"], decoded["sequence"]) == tuple(local)
+            print("snowflake ok" if same else f"snowflake decode-differs {decoded} {local}")
+    except leafraft.LeafraftError as error:
+        print("snowflake", kind(error))
+    try:
+        longs = client.timeseq(args.ns, 3, 3)
+        if not longs[0] < longs[1] < longs[2]:
+            print("timeseq not-increasing", longs)
+        else:
+            decoded = client.decode_timeseq(args.ns, longs[0])
+            print("timeseq ok" if decoded["shard"] == 3 else f"timeseq decode {decoded}")
+    except leafraft.LeafraftError as error:
+        print("timeseq", kind(error))
+    try:
+        texts = client.timeseq_strings(args.ns, 3, 2, "AB")
+        if len(texts) != 2 or not texts[0].startswith("AB") or texts[0] == texts[1]:
+            print("timeseq-string unexpected", texts)
+        else:
+            decoded = client.decode_timeseq(args.ns, texts[0])
+            print("timeseq-string ok" if decoded["shard"] == 3 else f"timeseq-string decode {decoded}")
+    except leafraft.LeafraftError as error:
+        print("timeseq-string", kind(error))
+    client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["run", "errors", "tls"])
-    for flag in ("nodes", "tag", "mono", "out", "stop", "blackhole", "ca", "token"):
+    parser.add_argument("mode", choices=["run", "errors", "tls", "kinds"])
+    for flag in ("nodes", "tag", "mono", "out", "stop", "blackhole", "ca", "token", "ns"):
         parser.add_argument("--" + flag, default="")
     args = parser.parse_args()
     if os.environ.get("LEAFRAFT_CONFORMANCE_PLANT") == "reuse-range":
         _plant.REUSE_RANGE_AFTER_FAILOVER = True
-    {"run": run, "errors": typed_errors, "tls": tls_and_token}[args.mode](args)
+    {"run": run, "errors": typed_errors, "tls": tls_and_token, "kinds": kinds}[args.mode](args)
 
 
 if __name__ == "__main__":

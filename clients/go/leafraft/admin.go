@@ -48,6 +48,8 @@ type Tag struct {
 // CreateTagIfMissing creates the tag unless it exists: created is false when it was there
 // (TAG_EXISTS). Sent once (to a second node only when the first refused the connection): if the
 // outcome is unknown (a timeout, NO_LEADER) the error says so and calling again is safe.
+// Two identical creates within one millisecond are one create to the server: both answer
+// created (the second changes nothing).
 func (c *Client) CreateTagIfMissing(ctx context.Context, tag NewTag) (created bool, err error) {
 	_, err = c.t.call(ctx, "POST", "/v1/tags", tag, repeatNever, nil)
 	if IsCode(err, TagExists) {

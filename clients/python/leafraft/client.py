@@ -150,7 +150,9 @@ class Client:
                               description: Optional[str] = None, mode: Optional[str] = None) -> bool:
         """Creates the tag unless it exists; True when this call created it. Sent once (to a
         second node only when the first refused the connection): when the outcome is unknown the
-        error says so, and calling again is safe (TAG_EXISTS then answers False)."""
+        error says so, and calling again is safe (TAG_EXISTS then answers False). Two identical
+        creates within one millisecond are one create to the server: both answer True (the second
+        changes nothing)."""
         body: Dict[str, Any] = {"tag": tag}
         if step is not None:
             body["step"] = step

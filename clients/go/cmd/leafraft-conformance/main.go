@@ -8,6 +8,9 @@
 //	    prints "unknown-tag CODE", "cluster-mismatch CODE", "timeout TIMEOUT MS" (typed errors)
 //	leafraft-conformance tls --nodes https://H:P --ca FILE --token TOKEN --tag T
 //	    prints "tls ok N" and "unauthorized CODE"
+//	leafraft-conformance kinds --nodes A,B,C --tag T --ns NS
+//	    the start-up and pass-through calls: prints "create-tag true false", "create-namespace
+//	    true false", "snowflake ok", "timeseq ok", "timeseq-string ok" (or what went wrong)
 //
 // LEAFRAFT_CONFORMANCE_PLANT=reuse-range turns on the planted bug (internal/plant), read here
 // only: the library itself never reads the environment.
@@ -62,6 +65,7 @@ func main() {
 	blackhole := flags.String("blackhole", "", "")
 	ca := flags.String("ca", "", "")
 	token := flags.String("token", "", "")
+	ns := flags.String("ns", "", "")
 	_ = flags.Parse(os.Args[2:])
 	if os.Getenv("LEAFRAFT_CONFORMANCE_PLANT") == "reuse-range" {
 		plant.ReuseRangeAfterFailover.Store(true)
@@ -75,6 +79,8 @@ func main() {
 		err = typedErrors(list, *blackhole)
 	case "tls":
 		err = tlsAndToken(list, *ca, *token, *tag)
+	case "kinds":
+		err = kinds(list, *tag, *ns)
 	default:
 		err = fmt.Errorf("unknown mode %q", os.Args[1])
 	}
@@ -190,5 +196,70 @@ func tlsAndToken(nodes []string, ca, token, tag string) error {
 	_, err = anonymous.NextID(ctx, tag)
 	fmt.Println("unauthorized", kind(err))
 	anonymous.Close()
+	return nil
+}
+
+func kinds(nodes []string, tag, ns string) error {
+	ctx := context.Background()
+	client, err := leafraft.New(leafraft.Config{Nodes: nodes, Timeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	// Apart by more than a millisecond: two identical creates within one are answered alike.
+	first, err1 := client.CreateTagIfMissing(ctx, leafraft.NewTag{Tag: tag, Step: 100})
+	time.Sleep(10 * time.Millisecond)
+	second, err2 := client.CreateTagIfMissing(ctx, leafraft.NewTag{Tag: tag, Step: 100})
+	fmt.Println("create-tag", first, second, kind(err1), kind(err2))
+	first, err1 = client.CreateNamespaceIfMissing(ctx, leafraft.NewNamespace{Namespace: ns})
+	time.Sleep(10 * time.Millisecond)
+	second, err2 = client.CreateNamespaceIfMissing(ctx, leafraft.NewNamespace{Namespace: ns})
+	fmt.Println("create-namespace", first, second, kind(err1), kind(err2))
+
+	ids, err := client.Snowflake(ctx, 3)
+	switch {
+	case err != nil:
+		fmt.Println("snowflake", kind(err))
+	case len(ids) != 3 || !(ids[0] < ids[1] && ids[1] < ids[2]):
+		fmt.Println("snowflake not-increasing", ids)
+	default:
+		decoded, err := client.DecodeSnowflake(ctx, ids[0])
+		local := leafraft.LeafLayout.Decode(ids[0])
+		if err != nil || decoded.TimestampMs != local.TimestampMs || decoded.WorkerID != local.Worker || decoded.Sequence != local.Sequence {
+			fmt.Println("snowflake decode-differs", kind(err), decoded, local)
+		} else {
+			fmt.Println("snowflake ok")
+		}
+	}
+
+	longs, err := client.Timeseq(ctx, ns, 3, 3)
+	switch {
+	case err != nil:
+		fmt.Println("timeseq", kind(err))
+	case len(longs) != 3 || !(longs[0] < longs[1] && longs[1] < longs[2]):
+		fmt.Println("timeseq not-increasing", longs)
+	default:
+		decoded, err := client.DecodeTimeseq(ctx, ns, strconv.FormatInt(longs[0], 10))
+		if err != nil || decoded.Shard != 3 {
+			fmt.Println("timeseq decode", kind(err), decoded)
+		} else {
+			fmt.Println("timeseq ok")
+		}
+	}
+
+	texts, err := client.TimeseqStrings(ctx, ns, 3, 2, "AB")
+	switch {
+	case err != nil:
+		fmt.Println("timeseq-string", kind(err))
+	case len(texts) != 2 || !strings.HasPrefix(texts[0], "AB") || texts[0] == texts[1]:
+		fmt.Println("timeseq-string unexpected", texts)
+	default:
+		decoded, err := client.DecodeTimeseq(ctx, ns, texts[0])
+		if err != nil || decoded.Shard != 3 {
+			fmt.Println("timeseq-string decode", kind(err), decoded)
+		} else {
+			fmt.Println("timeseq-string ok")
+		}
+	}
 	return nil
 }

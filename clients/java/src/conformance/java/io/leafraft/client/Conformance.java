@@ -55,6 +55,7 @@ public final class Conformance {
             case "run" -> run(nodes, args.get("tag"), args.get("mono"), Path.of(args.get("out")), Path.of(args.get("stop")));
             case "errors" -> errors(nodes, args.get("blackhole"));
             case "tls" -> tls(nodes, Path.of(args.get("ca")), args.get("token"), args.get("tag"));
+            case "kinds" -> kinds(nodes, args.get("tag"), args.get("ns"));
             default -> {
                 System.err.println("unknown mode " + argv[0]);
                 System.exit(2);
@@ -123,6 +124,67 @@ public final class Conformance {
             System.out.println("timeout none");
         } catch (LeafraftException e) {
             System.out.println("timeout " + kind(e) + " " + (System.nanoTime() - started) / 1_000_000);
+        }
+    }
+
+    /** "true"/"false" and the error's kind, of a create-if-missing call. */
+    static String created(java.util.function.BooleanSupplier create) {
+        try {
+            return create.getAsBoolean() + " none";
+        } catch (LeafraftException e) {
+            return "false " + kind(e);
+        }
+    }
+
+    static void kinds(List<String> nodes, String tag, String ns) throws InterruptedException {
+        try (LeafraftClient client = LeafraftClient.builder().nodes(nodes).timeout(Duration.ofSeconds(5)).build()) {
+            // Apart by more than a millisecond: two identical creates within one are answered alike.
+            String[] first = created(() -> client.createTagIfMissing(tag, 100)).split(" ");
+            Thread.sleep(10);
+            String[] second = created(() -> client.createTagIfMissing(tag, 100)).split(" ");
+            System.out.println("create-tag " + first[0] + " " + second[0] + " " + first[1] + " " + second[1]);
+            Map<String, Object> namespace = Map.of("namespace", ns);
+            first = created(() -> client.createNamespaceIfMissing(namespace)).split(" ");
+            Thread.sleep(10);
+            second = created(() -> client.createNamespaceIfMissing(namespace)).split(" ");
+            System.out.println("create-namespace " + first[0] + " " + second[0] + " " + first[1] + " " + second[1]);
+            try {
+                long[] ids = client.snowflake(3);
+                if (!(ids.length == 3 && ids[0] < ids[1] && ids[1] < ids[2])) {
+                    System.out.println("snowflake not-increasing " + Arrays.toString(ids));
+                } else {
+                    Map<String, Object> decoded = client.decodeSnowflake(ids[0]);
+                    SnowflakeLayout.Parts local = SnowflakeLayout.LEAF.decode(ids[0]);
+                    boolean same = ((Number) decoded.get("timestamp_ms")).longValue() == local.timestampMs()
+                            && ((Number) decoded.get("worker_id")).longValue() == local.worker()
+                            && ((Number) decoded.get("sequence")).longValue() == local.sequence();
+                    System.out.println(same ? "snowflake ok" : "snowflake decode-differs " + decoded + " " + local);
+                }
+            } catch (LeafraftException e) {
+                System.out.println("snowflake " + kind(e));
+            }
+            try {
+                long[] ids = client.timeseq(ns, 3, 3);
+                if (!(ids.length == 3 && ids[0] < ids[1] && ids[1] < ids[2])) {
+                    System.out.println("timeseq not-increasing " + Arrays.toString(ids));
+                } else {
+                    Map<String, Object> decoded = client.decodeTimeseq(ns, Long.toString(ids[0]));
+                    System.out.println(((Number) decoded.get("shard")).longValue() == 3 ? "timeseq ok" : "timeseq decode " + decoded);
+                }
+            } catch (LeafraftException e) {
+                System.out.println("timeseq " + kind(e));
+            }
+            try {
+                List<String> texts = client.timeseqStrings(ns, 3, 2, "AB");
+                if (!(texts.size() == 2 && texts.get(0).startsWith("AB") && !texts.get(0).equals(texts.get(1)))) {
+                    System.out.println("timeseq-string unexpected " + texts);
+                } else {
+                    Map<String, Object> decoded = client.decodeTimeseq(ns, texts.get(0));
+                    System.out.println(((Number) decoded.get("shard")).longValue() == 3 ? "timeseq-string ok" : "timeseq-string decode " + decoded);
+                }
+            } catch (LeafraftException e) {
+                System.out.println("timeseq-string " + kind(e));
+            }
         }
     }
 

@@ -406,7 +406,9 @@ public final class LeafraftClient implements AutoCloseable {
     /**
      * Creates the segment tag unless it exists; true when this call created it. Sent once (to a
      * second node only when the first refused the connection): when the outcome is unknown the
-     * exception says so, and calling again is safe (TAG_EXISTS then answers false).
+     * exception says so, and calling again is safe (TAG_EXISTS then answers false). Two identical
+     * creates within one millisecond are one create to the server: both answer true (the second
+     * changes nothing).
      */
     public boolean createTagIfMissing(String tag, long step) {
         Map<String, Object> body = new LinkedHashMap<>();
