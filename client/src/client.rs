@@ -262,6 +262,11 @@ impl RangeSource for HttpRanges {
             }
         })
     }
+
+    #[cfg(feature = "conformance-plant")]
+    fn last_node(&self) -> Option<String> {
+        self.transport.last_node()
+    }
 }
 
 impl Client {

@@ -33,12 +33,20 @@ pub enum ErrorCode {
     SecondExhausted,
     /// The node's clock is ahead of what the cluster accepts (time-sequence claims).
     ClockAhead,
+    /// The request needs a newer cluster version than every member runs (SPEC §4d).
+    FeatureNotEnabled,
+    /// The node has not compared its clock with its peers' yet (its first moments after start):
+    /// time-sequence IDs wait for that check. Another node, or a retry shortly, may serve.
+    ClockUnchecked,
+    /// A change every member must apply before it answers (a tag moved to `monotonic`) has not
+    /// reached the members named yet; it stays committed (SPEC §4b).
+    MembersBehind,
     /// A code this client does not know (a newer server).
     Other(String),
 }
 
 /// Every known code with its wire spelling; `ErrorCode::parse` and `as_str` read it both ways.
-const CODES: [(ErrorCode, &str); 23] = [
+const CODES: [(ErrorCode, &str); 26] = [
     (ErrorCode::NotReady, "NOT_READY"),
     (ErrorCode::TagNotFound, "TAG_NOT_FOUND"),
     (ErrorCode::SegmentsNotReady, "SEGMENTS_NOT_READY"),
@@ -62,6 +70,9 @@ const CODES: [(ErrorCode, &str); 23] = [
     (ErrorCode::NamespaceNotFound, "NAMESPACE_NOT_FOUND"),
     (ErrorCode::SecondExhausted, "SECOND_EXHAUSTED"),
     (ErrorCode::ClockAhead, "CLOCK_AHEAD"),
+    (ErrorCode::FeatureNotEnabled, "FEATURE_NOT_ENABLED"),
+    (ErrorCode::ClockUnchecked, "CLOCK_UNCHECKED"),
+    (ErrorCode::MembersBehind, "MEMBERS_BEHIND"),
 ];
 
 impl ErrorCode {
@@ -92,6 +103,8 @@ impl ErrorCode {
                 | ErrorCode::NoLeader
                 | ErrorCode::SecondExhausted
                 | ErrorCode::ClockAhead
+                | ErrorCode::ClockUnchecked
+                | ErrorCode::MembersBehind
         )
     }
 }
@@ -161,6 +174,9 @@ mod tests {
         assert!(ErrorCode::NoLeader.is_transient());
         assert!(!ErrorCode::TagNotFound.is_transient());
         assert!(!ErrorCode::TagExhausted.is_transient());
+        assert!(ErrorCode::ClockUnchecked.is_transient());
+        assert!(ErrorCode::MembersBehind.is_transient());
+        assert!(!ErrorCode::FeatureNotEnabled.is_transient());
         let exhausted = ClientError::Api { status: 409, code: ErrorCode::TagExhausted, message: String::new() };
         assert!(!exhausted.is_transient());
         assert!(ClientError::Transport("refused".into()).is_transient());

@@ -60,6 +60,9 @@ mod client;
 pub mod decode;
 mod error;
 mod monotonic;
+#[cfg(feature = "conformance-plant")]
+#[doc(hidden)]
+pub mod plant;
 mod segment;
 mod timeseq;
 mod transport;

@@ -48,6 +48,12 @@ pub(crate) trait RangeSource: Send + Sync + 'static {
         tag: &str,
         count: u64,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<IdRange>, ClientError>> + Send + '_>>;
+
+    /// The node that answered the last request, when the source knows (the planted bug's cue).
+    #[cfg(feature = "conformance-plant")]
+    fn last_node(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How large the ranges are: Leaf's dynamic step between `min` and `max`.
@@ -83,6 +89,9 @@ pub(crate) struct SegmentState {
     last_failure: Mutex<Option<(u64, ClientError)>>,
     wait: Duration,
     fetches: AtomicU64,
+    /// The node and the range of the last fetch (the planted bug's memory).
+    #[cfg(feature = "conformance-plant")]
+    planted: Mutex<(Option<String>, Option<IdRange>)>,
 }
 
 /// A handle on one tag's IDs. Cheap to clone; every clone (and every `Client::segment` call for
@@ -119,6 +128,8 @@ impl Segment {
             last_failure: Mutex::new(None),
             wait,
             fetches: AtomicU64::new(0),
+            #[cfg(feature = "conformance-plant")]
+            planted: Mutex::new((None, None)),
         };
         Segment { state: Arc::new(state) }
     }
@@ -313,6 +324,8 @@ impl SegmentState {
         let count = self.next_count();
         self.fetches.fetch_add(1, Relaxed);
         let answer = self.source.fetch(&self.tag, count).await;
+        #[cfg(feature = "conformance-plant")]
+        let answer = answer.map(|ranges| self.planted_reuse(ranges));
         let first = answer.and_then(|ranges| {
             let mut ranges = ranges.into_iter().filter(|range| !range.is_empty());
             let first = ranges.next().ok_or_else(|| ClientError::Transport("an empty range answer".into()))?;
@@ -337,6 +350,22 @@ impl SegmentState {
             }
         }
         self.loaded.notify_waiters();
+    }
+
+    /// The planted bug (the conformance suite's `LEAFRAFT_CONFORMANCE_PLANT=reuse-range`, only
+    /// with the `conformance-plant` feature): after a failover (another node answered than the
+    /// last time), serve the previous range once more before the new ones.
+    #[cfg(feature = "conformance-plant")]
+    fn planted_reuse(&self, mut ranges: Vec<IdRange>) -> Vec<IdRange> {
+        let node = self.source.last_node();
+        let mut planted = self.planted.lock().unwrap_or_else(|e| e.into_inner());
+        if crate::plant::reuse_range_after_failover() && planted.0.is_some() && planted.0 != node {
+            if let Some(previous) = planted.1 {
+                ranges.insert(0, previous);
+            }
+        }
+        *planted = (node, ranges.last().copied());
+        ranges
     }
 
     /// The size of the next range: Leaf's dynamic step from the last fetch.

@@ -188,10 +188,13 @@ impl Transport {
         loop {
             let nodes = self.nodes();
             let first = self.preferred.load(Relaxed);
+            // Whether every node asked in this round belongs to another cluster.
+            let mut foreign_round = true;
             for offset in 0..nodes.len() {
                 let at = (first + offset) % nodes.len();
                 let remaining = deadline.saturating_duration_since(Instant::now());
                 if remaining.is_zero() {
+                    foreign_round = false;
                     break;
                 }
                 match self.attempt(&nodes[at], &method, path, body, remaining).await {
@@ -207,8 +210,16 @@ impl Transport {
                         if !again {
                             return Err(failure.error);
                         }
+                        foreign_round &= failure.foreign;
                         last = Some(failure.error);
                     }
+                }
+            }
+            // Every node is of another cluster: that is the answer (`CLUSTER_MISMATCH`), at once,
+            // not a wait until the timeout (which a taker waiting as long would see as `Timeout`).
+            if foreign_round {
+                if let Some(error) = last {
+                    return Err(error);
                 }
             }
             let keep_going = repeat == Repeat::Safe && self.settings.retry_until_timeout;
@@ -303,6 +314,12 @@ impl Transport {
             foreign: true,
             error: ClientError::Api { status: 409, code: ErrorCode::ClusterMismatch, message },
         })
+    }
+
+    /// The node asked first now: the one that answered last (the planted bug's cue).
+    #[cfg(feature = "conformance-plant")]
+    pub fn last_node(&self) -> Option<String> {
+        self.nodes().get(self.preferred.load(Relaxed)).cloned()
     }
 
     /// The cluster this client talks to, once known.

@@ -1,0 +1,3 @@
+module github.com/leafraft/leafraft/clients/go
+
+go 1.19
