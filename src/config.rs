@@ -342,6 +342,7 @@ use security::resolve_tls;
 pub use security::ConnectionLimits;
 pub use security::CredentialError;
 pub use security::CredentialSource;
+pub use security::Reread;
 pub use security::SecretText;
 pub use security::TlsFiles;
 use services::resolve_segments;
