@@ -237,6 +237,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Connections held at once, handshakes included.
     pub max_connections: usize,
+    /// Connections one source address holds at once; `None`: a quarter of the connections the
+    /// node admits (`connections::places_per_source`), decided once the open-file limit is known.
+    pub max_connections_per_source: Option<usize>,
 }
 
 impl Default for ConnectionLimits {
@@ -245,6 +248,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max_connections: 10_000,
+            max_connections_per_source: None,
         }
     }
 }
@@ -255,9 +259,18 @@ pub(super) fn resolve_connections(layers: &Settings) -> Result<ConnectionLimits,
         header_read_timeout: layers.header_read_timeout_ms.map_or(default.header_read_timeout, Duration::from_millis),
         idle_timeout: layers.idle_timeout_ms.map_or(default.idle_timeout, Duration::from_millis),
         max_connections: layers.max_connections.unwrap_or(default.max_connections),
+        max_connections_per_source: layers.max_connections_per_source,
     };
-    if limits.header_read_timeout.is_zero() || limits.idle_timeout.is_zero() || limits.max_connections == 0 {
-        return Err("--header-read-timeout-ms, --idle-timeout-ms and --max-connections must be above 0".into());
+    if limits.header_read_timeout.is_zero()
+        || limits.idle_timeout.is_zero()
+        || limits.max_connections == 0
+        || limits.max_connections_per_source == Some(0)
+    {
+        return Err(
+            "--header-read-timeout-ms, --idle-timeout-ms, --max-connections and --max-connections-per-source must be \
+             above 0"
+                .into(),
+        );
     }
     Ok(limits)
 }

@@ -23,6 +23,7 @@ mod monotonic;
 mod no_quorum;
 mod rebuild;
 mod recover;
+mod regression_connection_monopoly;
 mod regression_credential_files;
 pub mod regression_credentials;
 mod regression_deposed_holder_clock_back;
