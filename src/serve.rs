@@ -73,7 +73,11 @@ pub fn serve(
     Ok(match tls {
         None => {
             let listener = PlainListener { listener, admission };
-            tokio::spawn(run(listener, http, metrics, stop, move |_| app.clone()))
+            // The same `ConnectInfo` as over TLS (without a certificate): refusals log the
+            // sender's address whichever listener it came through.
+            let add_remote =
+                move |remote| axum::Extension(ConnectInfo(PeerInfo { remote, certificate: None })).layer(app.clone());
+            tokio::spawn(run(listener, http, metrics, stop, add_remote))
         }
         Some(tls) => {
             let handshake = limits.header_read_timeout;
