@@ -23,6 +23,7 @@ mod monotonic;
 mod no_quorum;
 mod rebuild;
 mod recover;
+mod regression_body_errors;
 mod regression_connection_monopoly;
 mod regression_credential_files;
 pub mod regression_credentials;
