@@ -142,12 +142,18 @@ pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the whole new one: a
-/// temporary file beside it, synced, renamed over it, then the directory synced.
+/// temporary file beside it, synced, renamed over it, then the directory synced. The file is
+/// its owner's only (0600) from its creation, whatever the umask: a backup holds every tag, and
+/// a mode changed after the write would leave a moment in which others could open it.
 pub fn write_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().ok_or_else(|| io::Error::other(format!("{} names no file", path.display())))?;
     let temp = path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    // A temporary file a crashed run of this process ID left behind (`create_new` below never
+    // opens an existing file, which could be another user's link).
+    let _ = std::fs::remove_file(&temp);
     let written = (|| {
-        let mut file = File::create(&temp)?;
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
         std::fs::rename(&temp, path)

@@ -126,6 +126,7 @@ pub struct Settings {
     pub header_read_timeout_ms: Option<u64>,
     pub idle_timeout_ms: Option<u64>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_source: Option<usize>,
     pub fsync: Option<bool>,
     pub heartbeat_ms: Option<u64>,
     pub election_timeout_ms: Option<u64>,
@@ -198,6 +199,7 @@ impl Settings {
             header_read_timeout_ms: self.header_read_timeout_ms.or(lower.header_read_timeout_ms),
             idle_timeout_ms: self.idle_timeout_ms.or(lower.idle_timeout_ms),
             max_connections: self.max_connections.or(lower.max_connections),
+            max_connections_per_source: self.max_connections_per_source.or(lower.max_connections_per_source),
             fsync: self.fsync.or(lower.fsync),
             heartbeat_ms: self.heartbeat_ms.or(lower.heartbeat_ms),
             election_timeout_ms: self.election_timeout_ms.or(lower.election_timeout_ms),
@@ -342,6 +344,7 @@ use security::resolve_tls;
 pub use security::ConnectionLimits;
 pub use security::CredentialError;
 pub use security::CredentialSource;
+pub use security::Reread;
 pub use security::SecretText;
 pub use security::TlsFiles;
 use services::resolve_segments;

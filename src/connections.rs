@@ -1,29 +1,49 @@
-//! The connections to the node's port: [`Guarded`], a connection's socket with its place under
-//! `--max-connections` and its idle timeout, and [`accept`], which takes a place before it
-//! accepts (used by the plain listener in `serve` and by `tls::TlsListener`).
+//! The connections to the node's port: [`Admission`], which decides who gets one of the places
+//! under `--max-connections`, [`Guarded`], a connection's socket with its place, and [`accept`],
+//! which takes a place before it accepts (used by the plain listener in `serve` and by
+//! `tls::TlsListener`).
 //!
-//! The idle timeout costs one timer per connection, armed once per timeout period rather than
-//! moved on every read: a read or write that moves bytes only notes the time, and when the timer
-//! fires it either closes the connection or sleeps again until the later deadline.
+//! No single client can take every place (issue 36): one that kept idle connections open and
+//! reopened each as it closed held every place, and nobody else, supervisors' health checks
+//! included, got an answer. So:
+//!
+//! - **Per source**: one source address holds at most `--max-connections-per-source` places
+//!   (a quarter of the places by default); a connection beyond that is closed as soon as it is
+//!   accepted, so it never waits in front of others in the listen backlog.
+//! - **At the cap**: idle connections (no request in progress: a kept-alive connection between
+//!   requests, one that never sent a request, a TLS handshake that stalls) are closed to make
+//!   room, a few at a time, before a new connection is left to wait: those that never sent a
+//!   byte first, then those idle the longest. A connection answering a request is never closed
+//!   for room.
+//!
+//! The idle timeout and the bookkeeping above cost no timer, per connection or per request: one
+//! task sweeps every connection on a coarse clock (a sixteenth of the idle timeout, at most a
+//! second), and a read or write that moves bytes only stores that clock's time (relaxed). A
+//! request costs its in-request mark (an `Arc` clone and two atomic updates), and a read or
+//! write that has to wait leaves its waker under an uncontended lock (cloned only when it is
+//! not the one already left), so that a connection the sweep (or the cap) closes is woken and
+//! fails that read or write.
 
-use std::future::Future;
-use std::io;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::net::SocketAddr;
-use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::Context;
-use std::task::Poll;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::Weak;
+use std::task::Waker;
 use std::time::Duration;
 
-use tokio::io::AsyncRead;
-use tokio::io::AsyncWrite;
-use tokio::io::ReadBuf;
 use tokio::net::TcpListener;
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
-use tokio::time::Sleep;
 
 use crate::metrics::Metrics;
 use crate::refusals::RefusalLog;
@@ -36,81 +56,312 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 static ACCEPT_ERRORS: std::sync::LazyLock<RefusalLog> =
     std::sync::LazyLock::new(|| RefusalLog::new("failed accepts", crate::refusals::INTERVAL));
 
-/// Descriptors kept free of connections for the node's own use: the store's files and the
-/// data-directory probe, the peers' connections, the runtime's (about 15 at rest). Half the limit
-/// when the limit is small.
-const RESERVED_FILES: u64 = 256;
+/// The default `--max-connections-per-source`: this share of the places.
+pub const PER_SOURCE_SHARE: usize = 4;
 
-/// Raises this process's soft open-file limit to its hard limit, as Go's runtime does, and
-/// answers the soft limit then in force (`None`: it cannot be read). A soft limit of 1,024 is a
-/// common default under a much higher hard one.
-pub fn raise_open_file_limit() -> Option<u64> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `getrlimit` and `setrlimit` only read and write the struct passed.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit { rlim_cur: limit.rlim_max, rlim_max: limit.rlim_max };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
-    }
-    // `rlim_t` is `u64` on Linux, not on every target.
-    #[allow(clippy::useless_conversion)]
-    Some(u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX))
+/// The places one source address may hold: `configured`, or a quarter of `max_connections`;
+/// never more than every place, never none.
+pub fn places_per_source(max_connections: usize, configured: Option<usize>) -> usize {
+    configured.unwrap_or(max_connections / PER_SOURCE_SHARE).clamp(1, max_connections.max(1))
 }
 
-/// The connections the node admits: `requested` (`--max-connections`), or fewer when the
-/// open-file limit would run out first. A node out of descriptors cannot write its data
-/// directory and stops (`failstop`), so a client holding idle connections could take it down.
-pub fn admitted_connections(requested: usize, open_files: Option<u64>) -> usize {
-    let Some(open_files) = open_files else { return requested };
-    let for_connections = open_files.saturating_sub(RESERVED_FILES.min(open_files / 2));
-    requested.min(usize::try_from(for_connections).unwrap_or(usize::MAX)).max(1)
-}
+/// How long accepting waits at the cap before it looks again for idle connections to close
+/// (when every connection was answering a request, or the last ones closed have not gone yet).
+const EVICTION_RETRY: Duration = Duration::from_millis(100);
+
+/// The longest tick of the coarse clock the idle timeout is checked on.
+const MAX_SWEEP: Duration = Duration::from_secs(1);
 
 /// The places under `--max-connections`, shared by everything that accepts on the node's port.
 #[derive(Clone)]
-pub struct Admission {
+pub struct Admission(Arc<Shared>);
+
+struct Shared {
     places: Arc<Semaphore>,
+    per_source: usize,
+    /// How many idle connections one look at the cap closes (nginx closes up to 32): one scan of
+    /// the table makes room for several new connections.
+    eviction_batch: usize,
     idle_timeout: Duration,
+    /// The tick of the coarse clock and of the sweep.
+    sweep: Duration,
+    epoch: Instant,
+    /// The coarse clock: milliseconds since `epoch` at the last sweep.
+    now_ms: AtomicU64,
+    table: Mutex<Table>,
+    /// Connections closed for room whose sockets are not gone yet: until they are, closing more
+    /// would only close more than needed.
+    evicting: AtomicUsize,
     metrics: Arc<Metrics>,
+    /// Connections refused or closed for room, logged at a bounded rate.
+    log: RefusalLog,
+}
+
+#[derive(Default)]
+struct Table {
+    next_id: u64,
+    open: HashMap<u64, Arc<Slot>>,
+    by_source: HashMap<IpAddr, usize>,
+}
+
+/// Why a connection is being closed (`Slot::closing`).
+const OPEN: u8 = 0;
+const IDLE: u8 = 1;
+const EVICTED: u8 = 2;
+
+/// One open connection as the table sees it.
+struct Slot {
+    id: u64,
+    source: IpAddr,
+    /// The coarse clock when a byte last moved either way.
+    last_activity: AtomicU64,
+    /// Whether the client has sent a byte yet (a request, a TLS hello).
+    heard: AtomicBool,
+    /// Requests being answered on it.
+    requests: AtomicUsize,
+    closing: AtomicU8,
+    /// The task to wake when the connection is to close; set whenever a read or write waits.
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Slot {
+    fn close(&self, why: u8) -> bool {
+        if self.closing.compare_exchange(OPEN, why, Ordering::SeqCst, Ordering::SeqCst).is_err() {
+            return false;
+        }
+        if let Some(waker) = self.waker.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            waker.wake();
+        }
+        true
+    }
+
+    fn evictable(&self) -> bool {
+        self.closing.load(Ordering::Relaxed) == OPEN && self.requests.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// One source's connections count together whatever form its address takes.
+fn source_of(remote: &SocketAddr) -> IpAddr {
+    match remote.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 impl Admission {
-    pub fn new(max_connections: usize, idle_timeout: Duration, metrics: Arc<Metrics>) -> Admission {
-        metrics.connections.limit.set(i64::try_from(max_connections).unwrap_or(i64::MAX));
-        Admission { places: Arc::new(Semaphore::new(max_connections)), idle_timeout, metrics }
+    /// Places for `max_connections`, at most `per_source` of them for one source address, and
+    /// the sweep that closes connections idle for `idle_timeout` (a task of the current runtime,
+    /// which ends once the admission and every connection it admitted are gone).
+    pub fn new(max_connections: usize, per_source: usize, idle_timeout: Duration, metrics: Arc<Metrics>) -> Admission {
+        let admission = Admission::unswept(max_connections, per_source, idle_timeout, metrics);
+        tokio::spawn(sweep_until_gone(Arc::downgrade(&admission.0)));
+        admission
     }
 
-    /// A place for one more connection, waiting (and counting the wait) while every place is taken.
+    /// The admission without its sweep: its clock and the idle timeout move only when
+    /// `Shared::sweep_at` is called (the unit tests call it with the times they choose).
+    fn unswept(max_connections: usize, per_source: usize, idle_timeout: Duration, metrics: Arc<Metrics>) -> Admission {
+        let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        metrics.connections.limit.set(gauge(max_connections));
+        metrics.connections.per_source_limit.set(gauge(per_source));
+        let sweep = (idle_timeout / 16).clamp(Duration::from_millis(1), MAX_SWEEP);
+        let shared = Arc::new(Shared {
+            places: Arc::new(Semaphore::new(max_connections)),
+            per_source,
+            eviction_batch: (max_connections / 64).clamp(1, 32),
+            idle_timeout,
+            sweep,
+            epoch: Instant::now(),
+            now_ms: AtomicU64::new(0),
+            table: Mutex::new(Table::default()),
+            evicting: AtomicUsize::new(0),
+            metrics,
+            log: RefusalLog::new("connections refused or closed at the limit", crate::refusals::INTERVAL),
+        });
+        Admission(shared)
+    }
+
+    /// A place for one more connection. At the cap, closes the connections idle the longest and
+    /// waits (counted) for a place to come free.
     async fn place(&self) -> OwnedSemaphorePermit {
-        if let Ok(place) = self.places.clone().try_acquire_owned() {
+        let shared = &self.0;
+        if let Ok(place) = shared.places.clone().try_acquire_owned() {
             return place;
         }
-        self.metrics.connections.waited_at_limit.inc();
-        match self.places.clone().acquire_owned().await {
-            Ok(place) => place,
-            // The semaphore is never closed.
-            Err(_) => std::future::pending().await,
+        shared.metrics.connections.waited_at_limit.inc();
+        loop {
+            shared.evict_idle();
+            tokio::select! {
+                place = shared.places.clone().acquire_owned() => match place {
+                    Ok(place) => return place,
+                    // The semaphore is never closed.
+                    Err(_) => std::future::pending().await,
+                },
+                () = tokio::time::sleep(EVICTION_RETRY) => {}
+            }
+        }
+    }
+
+    /// `io` from `remote` in `place`, unless its source holds its share of the places already
+    /// (then `io` is answered back, to be closed, with the place for the next one).
+    #[allow(clippy::result_large_err)]
+    fn admit<T>(
+        &self,
+        io: T,
+        place: OwnedSemaphorePermit,
+        remote: &SocketAddr,
+    ) -> Result<Guarded<T>, (T, OwnedSemaphorePermit)> {
+        let shared = &self.0;
+        let source = source_of(remote);
+        let slot = {
+            let mut table = shared.table.lock().unwrap_or_else(PoisonError::into_inner);
+            let held = table.by_source.entry(source).or_default();
+            if *held >= shared.per_source {
+                drop(table);
+                shared.metrics.connections.count_refused("per_source");
+                if shared.log.note("connection", "per_source") {
+                    tracing::warn!(
+                        %remote,
+                        per_source = shared.per_source,
+                        "refused a connection: its source address holds its share of the connections \
+                         (--max-connections-per-source; further refusals are summed up once per interval)"
+                    );
+                }
+                return Err((io, place));
+            }
+            *held += 1;
+            table.next_id += 1;
+            let slot = Arc::new(Slot {
+                id: table.next_id,
+                source,
+                last_activity: AtomicU64::new(shared.now_ms.load(Ordering::Relaxed)),
+                heard: AtomicBool::new(false),
+                requests: AtomicUsize::new(0),
+                closing: AtomicU8::new(OPEN),
+                waker: Mutex::new(None),
+            });
+            table.open.insert(slot.id, slot.clone());
+            slot
+        };
+        shared.metrics.connections.open.inc();
+        Ok(Guarded { io, slot, shared: shared.clone(), _place: place })
+    }
+}
+
+impl Shared {
+    /// Closes up to a batch of the connections idle the longest (none answering a request),
+    /// unless the last batch is still closing.
+    fn evict_idle(&self) {
+        if self.evicting.load(Ordering::SeqCst) > 0 {
+            return;
+        }
+        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut idle: Vec<&Arc<Slot>> = table.open.values().filter(|slot| slot.evictable()).collect();
+        let batch = self.eviction_batch.min(idle.len());
+        if batch == 0 {
+            return;
+        }
+        // Connections that never sent a byte first: a client that opens connections to hold
+        // them sends nothing, while one that means to be served sends at once (its request, its
+        // TLS hello), so a new client is not closed while its first bytes are on the way. Then
+        // the least recent activity (on the coarse clock), then the oldest connection.
+        idle.select_nth_unstable_by_key(batch - 1, |slot| {
+            (slot.heard.load(Ordering::Relaxed), slot.last_activity.load(Ordering::Relaxed), slot.id)
+        });
+        let mut closed = 0u64;
+        for slot in &idle[..batch] {
+            if slot.close(EVICTED) {
+                self.evicting.fetch_add(1, Ordering::SeqCst);
+                closed += 1;
+            }
+        }
+        drop(table);
+        self.metrics.connections.evicted.inc_by(closed);
+        if closed > 0 && self.log.note("connection", "closed_idle_at_limit") {
+            tracing::warn!(
+                closed,
+                "every connection place is taken: closed the connections idle the longest to make room \
+                 (further ones are summed up once per interval)"
+            );
+        }
+    }
+
+    /// Advances the coarse clock and closes the connections idle for the idle timeout.
+    fn sweep(&self) {
+        self.sweep_at(u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX));
+    }
+
+    /// [`Shared::sweep`] with the clock at `now` (milliseconds since `epoch`).
+    fn sweep_at(&self, now: u64) {
+        self.now_ms.store(now, Ordering::Relaxed);
+        self.log.flush();
+        // A connection's last activity is noted on the coarse clock, up to one tick before the
+        // byte moved: waiting one tick more never closes a connection before its timeout.
+        let limit = u64::try_from((self.idle_timeout + self.sweep).as_millis()).unwrap_or(u64::MAX);
+        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut timed_out = 0;
+        for slot in table.open.values() {
+            if now.saturating_sub(slot.last_activity.load(Ordering::Relaxed)) >= limit && slot.close(IDLE) {
+                timed_out += 1;
+            }
+        }
+        drop(table);
+        for _ in 0..timed_out {
+            self.metrics.connections.count_timeout("idle");
+        }
+    }
+
+    fn remove(&self, slot: &Slot) {
+        let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        table.open.remove(&slot.id);
+        if let Some(held) = table.by_source.get_mut(&slot.source) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                table.by_source.remove(&slot.source);
+            }
+        }
+        drop(table);
+        if slot.closing.load(Ordering::SeqCst) == EVICTED {
+            self.evicting.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Sweeps every tick until the admission and its connections are gone.
+async fn sweep_until_gone(shared: Weak<Shared>) {
+    let Some(tick) = shared.upgrade().map(|shared| shared.sweep) else { return };
+    let mut ticks = tokio::time::interval(tick);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match shared.upgrade() {
+            Some(shared) => shared.sweep(),
+            None => return,
         }
     }
 }
 
 /// Takes a place, then accepts the next connection on `listener` (with `TCP_NODELAY`: a response
 /// hyper writes in two parts must not wait for the peer's delayed ACK; Raft RPCs and ID requests
-/// are small and latency-bound).
+/// are small and latency-bound). A connection whose source holds its share already is closed at
+/// once, and the place goes to the next one.
 pub async fn accept(listener: &TcpListener, admission: &Admission) -> (Guarded<TcpStream>, SocketAddr) {
-    let place = admission.place().await;
+    let mut place = admission.place().await;
     loop {
         match listener.accept().await {
-            Ok((tcp, remote)) => {
-                let _ = tcp.set_nodelay(true);
-                return (Guarded::new(tcp, place, admission), remote);
-            }
+            Ok((tcp, remote)) => match admission.admit(tcp, place, &remote) {
+                Ok(guarded) => {
+                    let _ = guarded.io.set_nodelay(true);
+                    return (guarded, remote);
+                }
+                Err((refused, kept)) => {
+                    // A reset rather than a close: the node keeps no TIME_WAIT state for a
+                    // client that reconnects as fast as it is refused.
+                    let _ = refused.set_zero_linger();
+                    drop(refused);
+                    place = kept;
+                }
+            },
             Err(error) => {
                 if ACCEPT_ERRORS.note("accept", "error") {
                     tracing::warn!(%error, "cannot accept a connection (further failures are summed up once per interval)");
@@ -121,184 +372,14 @@ pub async fn accept(listener: &TcpListener, admission: &Admission) -> (Guarded<T
     }
 }
 
-/// A socket that gives up its place when dropped and fails its reads and writes with
-/// `TimedOut` once no byte has moved either way for the idle timeout.
-pub struct Guarded<T> {
-    io: T,
-    idle_timeout: Duration,
-    last_activity: Instant,
-    timer: Pin<Box<Sleep>>,
-    timed_out: bool,
-    _place: OwnedSemaphorePermit,
-    metrics: Arc<Metrics>,
-}
-
-impl<T> Guarded<T> {
-    fn new(io: T, place: OwnedSemaphorePermit, admission: &Admission) -> Guarded<T> {
-        let now = Instant::now();
-        admission.metrics.connections.open.inc();
-        Guarded {
-            io,
-            idle_timeout: admission.idle_timeout,
-            last_activity: now,
-            timer: Box::pin(tokio::time::sleep_until(now + admission.idle_timeout)),
-            timed_out: false,
-            _place: place,
-            metrics: admission.metrics.clone(),
-        }
-    }
-
-    /// Called when the socket has nothing to give: `Pending` (the timer will wake the task), or
-    /// the timeout error once the connection has been idle for the whole timeout.
-    fn idle<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
-        loop {
-            if self.timed_out {
-                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the connection was idle too long")));
-            }
-            if self.timer.as_mut().poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            let deadline = self.last_activity + self.idle_timeout;
-            if Instant::now() >= deadline {
-                self.timed_out = true;
-                self.metrics.connections.count_timeout("idle");
-            } else {
-                self.timer.as_mut().reset(deadline);
-            }
-        }
-    }
-
-    /// The node's metrics (for what happens to the connection before it is served).
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
-    fn moved(&mut self, bytes: usize) {
-        if bytes > 0 {
-            self.last_activity = Instant::now();
-        }
-    }
-}
-
-impl<T> Drop for Guarded<T> {
-    fn drop(&mut self) {
-        self.metrics.connections.open.dec();
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Guarded<T> {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        match Pin::new(&mut this.io).poll_read(cx, buf) {
-            Poll::Ready(result) => {
-                this.moved(buf.filled().len().saturating_sub(before));
-                Poll::Ready(result)
-            }
-            Poll::Pending => this.idle(cx),
-        }
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Guarded<T> {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Ready(Ok(written)) => {
-                this.moved(written);
-                Poll::Ready(Ok(written))
-            }
-            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
-            Poll::Pending => this.idle(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(written)) => {
-                this.moved(written);
-                Poll::Ready(Ok(written))
-            }
-            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
-            Poll::Pending => this.idle(cx),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.io).poll_flush(cx) {
-            Poll::Pending => this.idle(cx),
-            ready => ready,
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
-    }
-}
-
+mod guarded;
+mod open_files;
 #[cfg(test)]
-mod tests {
-    use tokio::io::AsyncReadExt;
-    use tokio::io::AsyncWriteExt;
+mod tests;
 
-    use super::*;
-
-    /// The connections stay under the open-file limit with room for the node's own descriptors:
-    /// 256 of them, or half of a small limit; `--max-connections` below that is kept as it is.
-    #[test]
-    fn connections_are_admitted_only_as_far_as_the_open_file_limit_leaves_room() {
-        assert_eq!(admitted_connections(10_000, Some(1_024)), 768);
-        assert_eq!(admitted_connections(10_000, Some(128)), 64);
-        assert_eq!(admitted_connections(10_000, Some(1_048_576)), 10_000);
-        assert_eq!(admitted_connections(500, Some(1_024)), 500);
-        assert_eq!(admitted_connections(10_000, Some(u64::MAX)), 10_000, "unlimited");
-        assert_eq!(admitted_connections(10_000, None), 10_000, "unknown: as asked");
-        assert_eq!(admitted_connections(10_000, Some(0)), 1, "never none at all");
-    }
-
-    /// The soft limit ends at the hard limit, and what is answered is what is in force.
-    #[test]
-    fn the_open_file_limit_is_raised_to_the_hard_limit() {
-        let answered = raise_open_file_limit().expect("getrlimit works here");
-        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        // SAFETY: `getrlimit` only writes the struct passed.
-        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) }, 0);
-        assert_eq!(limit.rlim_cur, limit.rlim_max);
-        #[allow(clippy::useless_conversion)]
-        let in_force = u64::try_from(limit.rlim_cur).unwrap_or(u64::MAX);
-        assert_eq!(answered, in_force);
-    }
-
-    #[tokio::test]
-    async fn an_idle_socket_times_out_and_a_busy_one_does_not() {
-        let metrics = Arc::new(Metrics::new());
-        let admission = Admission::new(1, Duration::from_millis(300), metrics.clone());
-        let (near, mut far) = tokio::io::duplex(64);
-        let mut guarded = Guarded::new(near, admission.places.clone().try_acquire_owned().unwrap(), &admission);
-        assert!(admission.places.clone().try_acquire_owned().is_err(), "the one place is taken");
-        let mut byte = [0u8; 1];
-        for _ in 0..4 {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            far.write_all(b"x").await.unwrap();
-            guarded.read_exact(&mut byte).await.unwrap();
-        }
-        let waiting = Instant::now();
-        let error = guarded.read_exact(&mut byte).await.unwrap_err();
-        assert!(waiting.elapsed() >= Duration::from_millis(250), "{:?}", waiting.elapsed());
-        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
-        assert_eq!(metrics.connections.open.get(), 1);
-        drop(guarded);
-        assert_eq!(metrics.connections.open.get(), 0);
-        assert!(admission.places.clone().try_acquire_owned().is_ok(), "the place is given back");
-    }
-}
+pub use guarded::Guarded;
+pub use guarded::InRequest;
+pub use guarded::Marked;
+pub use guarded::RequestMarker;
+pub use open_files::admitted_connections;
+pub use open_files::raise_open_file_limit;

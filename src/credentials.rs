@@ -52,6 +52,71 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// The one format of every credential file (`--secret-file`, `--peer-secret-file`,
+/// `--admin-token-file`, `--client-token-file`), read the same way at start and on a reload:
+///
+/// - UTF-8; a byte-order mark at the start is ignored (editors on Windows write one, and it would
+///   otherwise become part of the first token, which no client could then send);
+/// - lines end with LF or CRLF; spaces and tabs around a line are ignored;
+/// - blank lines and lines whose first other character is `#` are comments;
+/// - every other line is one entry, taken whole: a token, or in the client-token file one
+///   `NAME:TOKEN[:tag1,tag2]`. Lines are never joined.
+///
+/// Answers the entries with their line numbers (from 1), so that errors can point at a line
+/// without quoting it: an entry may be a secret.
+pub fn credential_entries(text: &str) -> Vec<(usize, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    text.split('\n')
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+        .collect()
+}
+
+/// Why the text of a single-token file (or a value) is not one token. No variant holds the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotOneToken {
+    /// Empty, or only blank lines and comments.
+    Empty,
+    /// More than one entry line (their line numbers): lines are never joined into one token.
+    Several(Vec<usize>),
+    /// A character a `Bearer` header cannot carry (on this line).
+    Unsendable(usize),
+}
+
+impl fmt::Display for NotOneToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotOneToken::Empty => f.write_str("has no token (only blank lines and # comments)"),
+            NotOneToken::Several(lines) => {
+                let lines = lines.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+                write!(f, "holds more than one token (lines {lines}); it takes exactly one, comments start with #")
+            }
+            NotOneToken::Unsendable(line) => write!(f, "line {line}: {UNSENDABLE}"),
+        }
+    }
+}
+
+/// What a token may be made of, said without quoting it.
+pub const UNSENDABLE: &str = "a token is visible ASCII without spaces (what an Authorization: Bearer header carries)";
+
+/// Whether `token` can be sent as `Authorization: Bearer <token>`: visible ASCII, no spaces. A
+/// token with a space or a non-ASCII character could never be presented (header values are
+/// ASCII, and `Bearer a b` is not one token), so such a file is a mistake, not a token.
+pub fn is_sendable_token(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The one token of a single-token file's text (admin token, peer secret, `--secret`).
+pub fn single_token(text: &str) -> Result<&str, NotOneToken> {
+    match credential_entries(text).as_slice() {
+        [] => Err(NotOneToken::Empty),
+        [(_, token)] if is_sendable_token(token) => Ok(token),
+        [(line, _)] => Err(NotOneToken::Unsendable(*line)),
+        several => Err(NotOneToken::Several(several.iter().map(|(line, _)| *line).collect())),
+    }
+}
+
 /// One `--client-token NAME:TOKEN[:tag1,tag2]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientToken {
@@ -63,19 +128,26 @@ pub struct ClientToken {
 }
 
 impl ClientToken {
-    /// Parses `NAME:TOKEN[:tag1,tag2]`.
+    /// Parses `NAME:TOKEN[:tag1,tag2]`. An error never quotes the text: without its `:` a
+    /// line is all token, and even its "name" may be a secret then.
     pub fn parse(text: &str) -> Result<ClientToken, String> {
-        let mut parts = text.trim().splitn(3, ':');
-        let name = parts.next().unwrap_or_default().trim();
-        let token = parts.next().unwrap_or_default().trim();
+        const FORM: &str = "a client token is NAME:TOKEN[:tag1,tag2] with a NAME of letters, digits, '_', '.', '-'";
+        let Some((name, rest)) = text.trim().split_once(':') else {
+            return Err(format!("{FORM}; this one has no NAME: part"));
+        };
+        let mut parts = rest.splitn(2, ':');
+        let (name, token) = (name.trim(), parts.next().unwrap_or_default().trim());
         let valid_name = !name.is_empty()
             && name.len() <= 64
             && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
         if !valid_name {
-            return Err("--client-token is NAME:TOKEN[:tag1,tag2] with a NAME of letters, digits, '_', '.', '-'".into());
+            return Err(FORM.into());
         }
         if token.is_empty() {
-            return Err(format!("--client-token {name}: the token is empty"));
+            return Err(format!("{FORM}; this one has an empty TOKEN"));
+        }
+        if !is_sendable_token(token) {
+            return Err(format!("the client token of {name}: {UNSENDABLE}"));
         }
         let tags = match parts.next() {
             None => None,
@@ -83,10 +155,10 @@ impl ClientToken {
                 let tags: Vec<String> =
                     list.split(',').map(str::trim).filter(|t| !t.is_empty()).map(str::to_string).collect();
                 if tags.is_empty() {
-                    return Err(format!("--client-token {name}: an empty tag list (leave it out for every tag)"));
+                    return Err(format!("the client token of {name}: an empty tag list (leave it out for every tag)"));
                 }
                 for tag in &tags {
-                    raft::tag::validate_tag(tag).map_err(|e| format!("--client-token {name}: {e}"))?;
+                    raft::tag::validate_tag(tag).map_err(|e| format!("the client token of {name}: {e}"))?;
                 }
                 Some(tags)
             }

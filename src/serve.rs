@@ -1,9 +1,10 @@
 //! Serving the router on the node's port, plain or TLS, with every connection held to
 //! [`ConnectionLimits`]: the header-read timeout (hyper's: from when the node starts waiting for
 //! a request's headers, on a new or a kept-alive connection, until they are complete; also the
-//! TLS handshake's limit), the idle timeout (no byte either way, [`Guarded`]) and
-//! `--max-connections` (a place is taken before a connection is accepted, handshakes included).
-//! Counted in `leafraft_connections_*`.
+//! TLS handshake's limit), the idle timeout (no byte either way, [`Guarded`]),
+//! `--max-connections` (a place is taken before a connection is accepted, handshakes included;
+//! at the cap the connections idle the longest are closed to make room) and
+//! `--max-connections-per-source` (see `connections`). Counted in `leafraft_connections_*`.
 //!
 //! Why not `axum::serve`: it offers no way to set hyper's timeouts. This is its loop (accept,
 //! serve each connection in a task, drain on stop) with a configured HTTP/1 builder; a request
@@ -32,6 +33,9 @@ use crate::config::ConnectionLimits;
 use crate::connections;
 use crate::connections::Admission;
 use crate::connections::Guarded;
+use crate::connections::InRequest;
+use crate::connections::Marked;
+use crate::connections::RequestMarker;
 use crate::metrics::Metrics;
 use crate::refusals::RefusalLog;
 use crate::tls::PeerInfo;
@@ -51,6 +55,7 @@ pub fn serve(
 ) -> Result<JoinHandle<std::io::Result<()>>, String> {
     // The refusals' summaries are written while the node serves.
     tokio::spawn(refusals.clone().flush_every_interval(stop.clone()));
+    deepen_backlog(&listener);
     let open_files = crate::connections::raise_open_file_limit();
     let max_connections = crate::connections::admitted_connections(limits.max_connections, open_files);
     if max_connections < limits.max_connections {
@@ -61,13 +66,18 @@ pub fn serve(
             "--max-connections is above what the open-file limit leaves for connections; admitting fewer (raise `ulimit -n`)"
         );
     }
-    let admission = Admission::new(max_connections, limits.idle_timeout, metrics.clone());
+    let per_source = connections::places_per_source(max_connections, limits.max_connections_per_source);
+    let admission = Admission::new(max_connections, per_source, limits.idle_timeout, metrics.clone());
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     Ok(match tls {
         None => {
             let listener = PlainListener { listener, admission };
-            tokio::spawn(run(listener, http, metrics, stop, move |_| app.clone()))
+            // The same `ConnectInfo` as over TLS (without a certificate): refusals log the
+            // sender's address whichever listener it came through.
+            let add_remote =
+                move |remote| axum::Extension(ConnectInfo(PeerInfo { remote, certificate: None })).layer(app.clone());
+            tokio::spawn(run(listener, http, metrics, stop, add_remote))
         }
         Some(tls) => {
             let handshake = limits.header_read_timeout;
@@ -83,6 +93,25 @@ pub fn serve(
     })
 }
 
+/// The listen backlog asked for; the kernel caps it at `net.core.somaxconn` (4096 by default
+/// since Linux 5.4).
+const LISTEN_BACKLOG: libc::c_int = 65_535;
+
+/// Raises the listen backlog of `listener` (tokio's `bind` asks for 128). A client that
+/// reconnects as fast as it is refused keeps as many connections in the backlog as it has
+/// attempts under way; once they fill it, the kernel drops everyone's SYNs and a client's first
+/// retry comes a second later. Linux changes the backlog of a listening socket on a second
+/// `listen`.
+fn deepen_backlog(listener: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `listen` only reads its two integer arguments; the descriptor is the listener's,
+    // open for as long as `listener` is borrowed.
+    if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+        let error = std::io::Error::last_os_error();
+        tracing::warn!(%error, "cannot raise the listen backlog; a connection flood may delay other clients");
+    }
+}
+
 /// Accepts until `stop`, serving each connection in its own task with the service `service`
 /// makes for it; then waits for every connection to finish.
 async fn run<L, S>(
@@ -94,6 +123,7 @@ async fn run<L, S>(
 ) -> std::io::Result<()>
 where
     L: Listener,
+    L::Io: Marked,
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send,
 {
@@ -103,7 +133,8 @@ where
             accepted = listener.accept() => accepted,
             () = stopping(&mut stop) => break,
         };
-        let connection = http.serve_connection(TokioIo::new(io), ToHyper(service(remote)));
+        let requests = io.request_marker();
+        let connection = http.serve_connection(TokioIo::new(io), ToHyper { service: service(remote), requests });
         let (mut stop, open, metrics) = (stop.clone(), open_rx.clone(), metrics.clone());
         tokio::spawn(async move {
             let mut connection = pin!(connection);
@@ -132,9 +163,13 @@ async fn stopping(stop: &mut watch::Receiver<bool>) {
 }
 
 /// A tower service as hyper calls it: `Router` is always ready, so each request calls a clone
-/// of it, as `axum::serve` does.
+/// of it, as `axum::serve` does. The connection counts as answering a request until the
+/// service's future is done (`connections::RequestMarker`: it is then not closed to make room).
 #[derive(Clone)]
-struct ToHyper<S>(S);
+struct ToHyper<S> {
+    service: S,
+    requests: RequestMarker,
+}
 
 impl<S> hyper::service::Service<hyper::Request<Incoming>> for ToHyper<S>
 where
@@ -142,10 +177,28 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = S::Future;
+    type Future = Answering<S::Future>;
 
-    fn call(&self, request: hyper::Request<Incoming>) -> S::Future {
-        self.0.clone().call(request.map(Body::new))
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let in_request = self.requests.begin();
+        Answering { future: self.service.clone().call(request.map(Body::new)), _in_request: in_request }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's answer being made, with the mark that its connection is busy.
+    struct Answering<F> {
+        #[pin]
+        future: F,
+        _in_request: InRequest,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Answering<F> {
+    type Output = F::Output;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        self.project().future.poll(cx)
     }
 }
 

@@ -2,15 +2,48 @@
 //! axum's plain-text rejections.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::rejection::PathRejection;
 use axum::extract::rejection::QueryRejection;
+use axum::extract::FromRequest;
 use axum::extract::Path;
 use axum::extract::Query;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde::Deserializer;
 
 use crate::error::Error;
+use crate::error::ErrorBody;
+
+/// The largest request body a handler reads (axum's default body limit).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// A request body, read whole. Where axum answers `text/plain`, this answers the API's error
+/// shape with code `INVALID_ARGUMENT`: HTTP 413 for a body over [`MAX_BODY_BYTES`] (the status
+/// says what HTTP clients and proxies expect; the code is SPEC §6's for bad input), HTTP 400 for
+/// one that breaks off (a body stalled past the idle timeout, a connection gone).
+pub struct WholeBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for WholeBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<WholeBody, Response> {
+        Bytes::from_request(request, state).await.map(WholeBody).map_err(unread_body)
+    }
+}
+
+fn unread_body(rejection: BytesRejection) -> Response {
+    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        let error = Error::invalid(format!("the request body is larger than {MAX_BODY_BYTES} bytes"));
+        return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(ErrorBody { error })).into_response();
+    }
+    Error::invalid("the request body did not arrive whole (it stalled past --idle-timeout-ms, or the connection broke)")
+        .into_response()
+}
 
 pub fn json<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Error> {
     serde_json::from_slice(bytes).map_err(|e| match e.classify() {

@@ -1,6 +1,5 @@
 //! `/v1/cluster`: the membership as this node sees it, and the membership changes.
 
-use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::Path;
 use axum::extract::State;
@@ -9,6 +8,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::api::body;
+use crate::api::body::WholeBody;
 use crate::api::AppState;
 use crate::cluster::check_addr;
 use crate::cluster::ClusterStatus;
@@ -65,7 +65,10 @@ pub async fn status(State(state): State<AppState>) -> Json<ClusterStatus> {
             learner; the voters are unchanged)", body = crate::error::ErrorBody),
     )
 )]
-pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<Json<ClusterStatus>, Error> {
+pub async fn add_learner(
+    State(state): State<AppState>,
+    WholeBody(bytes): WholeBody,
+) -> Result<Json<ClusterStatus>, Error> {
     let add: AddLearner = body::json(&bytes)?;
     let addr = add.addr.trim().to_string();
     check_addr(&addr)?;
@@ -97,7 +100,10 @@ pub async fn add_learner(State(state): State<AppState>, bytes: Bytes) -> Result<
         (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
     )
 )]
-pub async fn promote_voter(State(state): State<AppState>, bytes: Bytes) -> Result<Json<ClusterStatus>, Error> {
+pub async fn promote_voter(
+    State(state): State<AppState>,
+    WholeBody(bytes): WholeBody,
+) -> Result<Json<ClusterStatus>, Error> {
     let promote: PromoteVoter = body::json(&bytes)?;
     state.cluster.promote_voter(promote.node_id).await?;
     Ok(Json(state.cluster.status()))

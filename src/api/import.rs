@@ -1,7 +1,6 @@
 //! `POST /v1/import/tags`: many tags created or raised in one Raft entry (what `leafraft tag
 //! import` sends, a batch at a time), all of the batch or none of it.
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use serde::Deserialize;
@@ -9,6 +8,7 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::body::MaxId;
+use crate::api::body::WholeBody;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
@@ -63,7 +63,7 @@ pub struct Imported {
             is harmless)", body = crate::error::ErrorBody),
     )
 )]
-pub async fn import(State(state): State<AppState>, bytes: Bytes) -> Result<Json<Imported>, Error> {
+pub async fn import(State(state): State<AppState>, WholeBody(bytes): WholeBody) -> Result<Json<Imported>, Error> {
     let body: ImportTags = body::json(&bytes)?;
     if body.tags.is_empty() || body.tags.len() > MAX_IMPORT_ROWS {
         return Err(Error::invalid(format!("an import carries 1 to {MAX_IMPORT_ROWS} tags, got {}", body.tags.len())));

@@ -1,6 +1,5 @@
 //! `/v1/timeseq` admin side: create, list and get time-sequence namespaces (like `/v1/tags`).
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
@@ -8,6 +7,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::api::body;
+use crate::api::body::WholeBody;
 use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::clock::now_ms;
@@ -137,7 +137,10 @@ fn view(name: &str, record: &NamespaceRecord, ranges: Option<NamespaceState>) ->
         (status = 503, description = "`NO_LEADER`", body = crate::error::ErrorBody),
     )
 )]
-pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(StatusCode, Json<NamespaceView>), Error> {
+pub async fn create(
+    State(state): State<AppState>,
+    WholeBody(bytes): WholeBody,
+) -> Result<(StatusCode, Json<NamespaceView>), Error> {
     let create: CreateNamespace = body::json(&bytes)?;
     let record = NamespaceRecord {
         epoch_s: create.epoch.as_deref().map_or(Ok(limits::DEFAULT_EPOCH_S), parse_epoch)?,

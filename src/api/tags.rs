@@ -1,6 +1,5 @@
 //! `/v1/tags`: create, list, get and change tags.
 
-use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::Path;
@@ -13,6 +12,7 @@ use serde::Serialize;
 
 use crate::api::body;
 use crate::api::body::MaxId;
+use crate::api::body::WholeBody;
 use crate::api::respond::rfc3339;
 use crate::api::respond::RangeView;
 use crate::api::AppState;
@@ -269,7 +269,10 @@ pub async fn get(
         (status = 503, description = "`NO_LEADER`: the write may or may not have been applied", body = crate::error::ErrorBody),
     )
 )]
-pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(StatusCode, Json<TagView>), Error> {
+pub async fn create(
+    State(state): State<AppState>,
+    WholeBody(bytes): WholeBody,
+) -> Result<(StatusCode, Json<TagView>), Error> {
     let create: CreateTag = body::json(&bytes)?;
     let description = create.description.unwrap_or_default();
     let max_id = create.max_id.map_or(1, |MaxId(v)| v);
@@ -311,7 +314,7 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<(Stat
 pub async fn update(
     State(state): State<AppState>,
     tag: Result<Path<String>, PathRejection>,
-    bytes: Bytes,
+    WholeBody(bytes): WholeBody,
 ) -> Result<Json<TagView>, Error> {
     let tag = body::path(tag)?;
     raft::tag::validate_tag(&tag).map_err(Error::invalid)?;

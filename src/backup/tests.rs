@@ -150,3 +150,20 @@ fn errors_are_one_line_and_say_what_to_do() {
     );
     assert!(messages.iter().all(|m| !m.contains('\n')));
 }
+
+/// `leafraft backup --out F` wrote F with the umask's mode (0644 under umask 022): every tag of
+/// the cluster, readable by every user of the host.
+#[test]
+fn regression_the_backup_file_is_its_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.backup");
+    write_file(&path, b"backup bytes").unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the backup file is {mode:o}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"backup bytes");
+    // Written again over an existing file: still 0600, with the new content.
+    write_file(&path, b"newer").unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::read(&path).unwrap(), b"newer");
+}

@@ -276,6 +276,7 @@ impl ServeArgs {
             header_read_timeout_ms: security.header_read_timeout_ms,
             idle_timeout_ms: security.idle_timeout_ms,
             max_connections: security.max_connections,
+            max_connections_per_source: security.max_connections_per_source,
             insecure: self.insecure.then_some(true),
             fsync: self.fsync,
             heartbeat_ms: self.heartbeat_ms,

@@ -6,9 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::Settings;
+use crate::credentials::credential_entries;
+use crate::credentials::is_sendable_token;
+use crate::credentials::single_token;
 use crate::credentials::ClientToken;
 use crate::credentials::Credentials;
+use crate::credentials::NotOneToken;
 use crate::credentials::Secret;
+use crate::credentials::UNSENDABLE;
 
 /// The PEM files of TLS. Read at start and again on SIGHUP or when they change (`crate::tls`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,10 +112,12 @@ impl CredentialSource {
         self.admin_open || self.client_open
     }
 
-    /// The files a reload reads again (the peer secret's is not: it stays what the node started
-    /// with).
+    /// The files a reload reads again. The peer secret's is among them although the peer secret
+    /// in use stays what the node started with: a reload checks it by the same rules as at start,
+    /// so that a file the node would refuse to start with is reported when it is written, not at
+    /// the next restart.
     pub fn files(&self) -> Vec<PathBuf> {
-        let named = [&self.secret, &self.admin].into_iter().filter_map(|source| match source {
+        let named = [&self.secret, &self.peer, &self.admin].into_iter().filter_map(|source| match source {
             Source::File(path) => Some(path.clone()),
             _ => None,
         });
@@ -120,81 +127,79 @@ impl CredentialSource {
     /// The credentials as the values and files say now: `--secret` (peer and admin) under the
     /// role flags.
     pub fn read(&self) -> Result<Credentials, CredentialError> {
-        let mut errors = Errors::default();
-        let secret = errors.take(self.one(&self.secret, "secret", self.admin_open), "admin");
-        let peer = errors
-            .take(self.one(&self.peer, "peer-secret", false), "peer")
-            .flatten()
-            .or_else(|| secret.clone().flatten());
-        let credentials = self.admin_and_clients(secret, peer, &mut errors);
-        errors.or(credentials)
+        self.read_all().map(|read| read.credentials)
     }
 
-    /// The admin and client tokens read again, with `peer` (the peer secret stays).
-    pub fn reread(&self, peer: Option<Secret>) -> Result<Credentials, CredentialError> {
-        let mut errors = Errors::default();
-        let secret = errors.take(self.one(&self.secret, "secret", self.admin_open), "admin");
-        let credentials = self.admin_and_clients(secret, peer, &mut errors);
-        errors.or(credentials)
+    /// Every value and file read again, by the same rules as [`CredentialSource::read`] (a file
+    /// refused at start is refused here, and only then), with `peer` kept as the peer secret in
+    /// use: peers send it too, so it changes only with a restart of every member.
+    pub fn reread(&self, peer: Option<Secret>) -> Result<Reread, CredentialError> {
+        let read = self.read_all()?;
+        let peer_differs = read.credentials.peer != peer;
+        Ok(Reread { credentials: Credentials { peer, ..read.credentials }, peer_differs })
     }
 
-    /// `secret` is `--secret`'s value: `None` when it could not be read, `Some(None)` when not
-    /// given (or opened).
-    fn admin_and_clients(
-        &self,
-        secret: Option<Option<Secret>>,
-        peer: Option<Secret>,
-        errors: &mut Errors,
-    ) -> Credentials {
+    fn read_all(&self) -> Result<Reread, CredentialError> {
+        let mut errors = Errors::default();
+        let secret = errors.take(self.one(&self.secret, "secret", self.admin_open), "admin").flatten();
+        let peer = errors.take(self.one(&self.peer, "peer-secret", false), "peer").flatten();
         let admin = errors.take(self.one(&self.admin, "admin-token", self.admin_open), "admin").flatten();
-        let admin = admin.or_else(|| secret.flatten());
         let clients = errors.take(self.clients(), "client").unwrap_or_default();
-        Credentials { peer, admin, clients }
+        let credentials = Credentials { peer: peer.or_else(|| secret.clone()), admin: admin.or(secret), clients };
+        errors.or(Reread { credentials, peer_differs: false })
     }
 
-    /// One credential: `None` when not given, or given as an empty file and `open`.
+    /// One credential: `None` when not given, or given as a file with no token and `open`.
     fn one(&self, source: &Source, flag: &str, open: bool) -> Result<Option<Secret>, String> {
-        let secret = match source {
-            Source::None => return Ok(None),
-            Source::Value(secret) if secret.expose().is_empty() => return Err(format!("--{flag} is empty")),
-            Source::Value(secret) => secret.clone(),
-            Source::File(path) => {
-                let text = read_secret_file(path, flag)?;
-                if text.is_empty() && open {
-                    return Ok(None);
-                }
-                if text.is_empty() {
-                    return Err(format!("--{flag}-file {} has no token", path.display()));
-                }
-                Secret::new(&text)
-            }
-        };
-        Ok(Some(secret))
+        match source {
+            Source::None => Ok(None),
+            Source::Value(secret) if secret.expose().is_empty() => Err(format!("--{flag} is empty")),
+            Source::Value(secret) if !is_sendable_token(secret.expose()) => Err(format!("--{flag}: {UNSENDABLE}")),
+            Source::Value(secret) => Ok(Some(secret.clone())),
+            Source::File(path) => match single_token(&read_credential_file(path, flag)?) {
+                Ok(token) => Ok(Some(Secret::new(token))),
+                Err(NotOneToken::Empty) if open => Ok(None),
+                Err(why) => Err(format!("--{flag}-file {} {why}", path.display())),
+            },
+        }
     }
 
-    /// The client tokens of the flags and the file, each line checked as at start.
+    /// The client tokens of the flags and the file, each checked by itself; an error points at
+    /// the flag or the line, never quoting it.
     fn clients(&self) -> Result<Vec<ClientToken>, String> {
-        let mut lines = self.clients.clone();
-        if let Some(path) = &self.client_file {
-            let text = read_secret_file(path, "client-token")?;
-            let before = lines.len();
-            lines.extend(
-                text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_string),
-            );
-            if lines.len() == before && !self.client_open {
-                return Err(format!("--client-token-file {} has no token", path.display()));
-            }
-        }
         let mut clients: Vec<ClientToken> = Vec::new();
-        for line in &lines {
-            let token = ClientToken::parse(line)?;
+        let mut add = |token: ClientToken| {
             if clients.iter().any(|c| c.name == token.name) {
-                return Err(format!("--client-token {} is given twice", token.name));
+                return Err(format!("the client token {} is given twice", token.name));
             }
             clients.push(token);
+            Ok(())
+        };
+        for (index, text) in self.clients.iter().enumerate() {
+            add(ClientToken::parse(text).map_err(|e| format!("--client-token (value {}): {e}", index + 1))?)?;
+        }
+        if let Some(path) = &self.client_file {
+            let text = read_credential_file(path, "client-token")?;
+            let entries = credential_entries(&text);
+            if entries.is_empty() && !self.client_open {
+                return Err(format!("--client-token-file {} {}", path.display(), NotOneToken::Empty));
+            }
+            for (line, entry) in entries {
+                let token = ClientToken::parse(entry)
+                    .map_err(|e| format!("--client-token-file {} line {line}: {e}", path.display()))?;
+                add(token)?;
+            }
         }
         Ok(clients)
     }
+}
+
+/// The credentials a reload read, and whether the peer secret the files name now differs from
+/// the one in use (which a reload never changes).
+#[derive(Debug)]
+pub struct Reread {
+    pub credentials: Credentials,
+    pub peer_differs: bool,
 }
 
 /// The errors of one read, gathered so that each role at fault is named and counted.
@@ -206,9 +211,9 @@ impl Errors {
         result.map_err(|message| self.0.push((role, message))).ok()
     }
 
-    fn or(self, credentials: Credentials) -> Result<Credentials, CredentialError> {
+    fn or<T>(self, value: T) -> Result<T, CredentialError> {
         if self.0.is_empty() {
-            return Ok(credentials);
+            return Ok(value);
         }
         let mut roles: Vec<&'static str> = self.0.iter().map(|(role, _)| *role).collect();
         roles.dedup();
@@ -217,10 +222,9 @@ impl Errors {
     }
 }
 
-fn read_secret_file(path: &Path, flag: &str) -> Result<String, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read --{flag}-file {}: {e}", path.display()))?;
-    Ok(text.trim().to_string())
+/// The text of a credential file; the error names the file, never its content.
+fn read_credential_file(path: &Path, flag: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read --{flag}-file {}: {e}", path.display()))
 }
 
 /// The timeouts and the cap every connection to the node's port is held to (`crate::serve`).
@@ -233,6 +237,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Connections held at once, handshakes included.
     pub max_connections: usize,
+    /// Connections one source address holds at once; `None`: a quarter of the connections the
+    /// node admits (`connections::places_per_source`), decided once the open-file limit is known.
+    pub max_connections_per_source: Option<usize>,
 }
 
 impl Default for ConnectionLimits {
@@ -241,6 +248,7 @@ impl Default for ConnectionLimits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             max_connections: 10_000,
+            max_connections_per_source: None,
         }
     }
 }
@@ -251,9 +259,18 @@ pub(super) fn resolve_connections(layers: &Settings) -> Result<ConnectionLimits,
         header_read_timeout: layers.header_read_timeout_ms.map_or(default.header_read_timeout, Duration::from_millis),
         idle_timeout: layers.idle_timeout_ms.map_or(default.idle_timeout, Duration::from_millis),
         max_connections: layers.max_connections.unwrap_or(default.max_connections),
+        max_connections_per_source: layers.max_connections_per_source,
     };
-    if limits.header_read_timeout.is_zero() || limits.idle_timeout.is_zero() || limits.max_connections == 0 {
-        return Err("--header-read-timeout-ms, --idle-timeout-ms and --max-connections must be above 0".into());
+    if limits.header_read_timeout.is_zero()
+        || limits.idle_timeout.is_zero()
+        || limits.max_connections == 0
+        || limits.max_connections_per_source == Some(0)
+    {
+        return Err(
+            "--header-read-timeout-ms, --idle-timeout-ms, --max-connections and --max-connections-per-source must be \
+             above 0"
+                .into(),
+        );
     }
     Ok(limits)
 }

@@ -228,4 +228,10 @@ fn connections_have_timeouts_and_a_cap_unless_set() {
     .unwrap();
     assert_eq!(config.connections.idle_timeout, Duration::from_secs(4));
     assert!(Config::resolve(layers(|l| l.max_connections = Some(0))).is_err());
+    // The share of one source address: a quarter of the places unless set (decided by
+    // `connections::places_per_source` once the open-file limit is known); never 0.
+    assert_eq!(config.connections.max_connections_per_source, None);
+    let file: Settings = toml::from_str("max_connections_per_source = 7").unwrap();
+    assert_eq!(Config::resolve(file).unwrap().connections.max_connections_per_source, Some(7));
+    assert!(Config::resolve(layers(|l| l.max_connections_per_source = Some(0))).is_err());
 }

@@ -64,13 +64,17 @@ impl SecurityMetrics {
 }
 
 /// The connections to the node's port: how many are open, how often accepting waited at the cap,
-/// and how many were closed by a timeout. Touched once per connection, never per request.
+/// how many were closed by a timeout, refused for their source or closed to make room. Touched
+/// once per connection, never per request.
 #[derive(Clone)]
 pub struct ConnectionMetrics {
     pub open: Gauge,
     pub limit: Gauge,
+    pub per_source_limit: Gauge,
     pub waited_at_limit: Counter,
+    pub evicted: Counter,
     closed: Family<ReasonLabels, Counter>,
+    refused: Family<ReasonLabels, Counter>,
 }
 
 impl ConnectionMetrics {
@@ -95,7 +99,32 @@ impl ConnectionMetrics {
              between requests and in the TLS handshake; idle: no byte moved either way)",
             Family::default(),
         );
-        ConnectionMetrics { open, limit, waited_at_limit, closed }
+        let per_source_limit = registered(
+            r,
+            "connections_per_source_limit",
+            "The most connections one source address holds at once (--max-connections-per-source)",
+            Gauge::default(),
+        );
+        let evicted = registered(
+            r,
+            "connections_evicted",
+            "Idle connections (no request in progress) closed to make room for new ones at --max-connections, \
+             those idle the longest first",
+            Counter::default(),
+        );
+        let refused = registered(
+            r,
+            "connections_refused",
+            "Connections closed as soon as they were accepted, by reason (per_source: their source address held \
+             --max-connections-per-source already)",
+            Family::default(),
+        );
+        ConnectionMetrics { open, limit, per_source_limit, waited_at_limit, evicted, closed, refused }
+    }
+
+    /// Counts a connection closed as soon as it was accepted (`per_source`).
+    pub fn count_refused(&self, reason: &'static str) {
+        self.refused.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// Counts a connection closed by the `header_read` or `idle` timeout.

@@ -1,8 +1,9 @@
 //! [`TlsListener`]: an `axum::serve::Listener` that hands axum finished TLS connections, each with
 //! the peer's certificate ([`PeerInfo`], the connection's `ConnectInfo`).
 //!
-//! Each connection takes its place under `--max-connections` before it is accepted and runs under
-//! the idle timeout from its first byte ([`crate::connections`]). Handshakes run in their own
+//! Each connection takes its place under `--max-connections` before it is accepted (within its
+//! source's share) and runs under the idle timeout from its first byte; a stalled handshake
+//! counts as idle when room is made at the cap ([`crate::connections`]). Handshakes run in their own
 //! tasks, so a slow or silent client holds up no other (each has the header-read timeout); the
 //! accepting task ends when the server drops the listener at shutdown. A client certificate the
 //! CA did not sign is logged at a bounded rate ([`RefusalLog`]).
@@ -24,11 +25,19 @@ use super::Tls;
 use crate::connections;
 use crate::connections::Admission;
 use crate::connections::Guarded;
+use crate::connections::Marked;
+use crate::connections::RequestMarker;
 use crate::metrics::Metrics;
 use crate::refusals::RefusalLog;
 
 /// A TLS connection to the node's port.
 pub type TlsConnection = TlsStream<Guarded<TcpStream>>;
+
+impl Marked for TlsConnection {
+    fn request_marker(&self) -> RequestMarker {
+        self.get_ref().0.request_marker()
+    }
+}
 
 /// Who is at the other end of a TLS connection: its address, and the first certificate of the
 /// chain it presented (verified against `--peer-ca`), if any.

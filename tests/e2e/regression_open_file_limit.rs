@@ -23,7 +23,9 @@ const UNDER_FLOOD: Duration = Duration::from_secs(3);
 async fn regression_a_connection_flood_under_a_low_open_file_limit_does_not_stop_the_node() {
     let mut cluster = ProcessCluster::new();
     cluster.set_open_files(1, OPEN_FILES);
-    let mut cluster = cluster.start_members(&[1]);
+    // The flood comes from one address: let it take every place (by default it would hold a
+    // quarter of them, and the rest be refused as it arrives), as many clients together can.
+    let mut cluster = cluster.start_members_with(&[1], &["--max-connections-per-source", "1000"]);
     cluster.wait_ready(1, TIMEOUT).await;
     let base = cluster.url(1);
     let limit = series_sum(&cluster.get_text(1, "/metrics").await.1, "leafraft_connections_limit ");
@@ -38,7 +40,8 @@ async fn regression_a_connection_flood_under_a_low_open_file_limit_does_not_stop
         flood.push(TcpStream::connect(&addr).await.expect("a connection (the listen backlog holds it)"));
     }
     // The node accepts until its places are taken (its descriptors, counted in /proc, reach the
-    // limit of places at least), then leaves the rest in the backlog.
+    // limit of places at least); then it closes the connections idle the longest to make room
+    // for the rest, never holding more than its places.
     let pid = cluster.pid(1);
     let files = || std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count());
     let deadline = Instant::now() + TIMEOUT;

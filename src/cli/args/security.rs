@@ -70,6 +70,10 @@ pub struct SecurityArgs {
     /// the listen backlog [default: 10000; keep it under the process's file descriptor limit].
     #[arg(long, env = "LEAFRAFT_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// How many of those connections one source address holds at once; a further one is closed
+    /// as soon as it is accepted [default: a quarter of the connections the node admits].
+    #[arg(long, env = "LEAFRAFT_MAX_CONNECTIONS_PER_SOURCE")]
+    pub max_connections_per_source: Option<usize>,
 }
 
 impl std::fmt::Debug for SecurityArgs {
@@ -93,6 +97,7 @@ impl std::fmt::Debug for SecurityArgs {
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
             .field("max_connections", &self.max_connections)
+            .field("max_connections_per_source", &self.max_connections_per_source)
             .finish()
     }
 }
