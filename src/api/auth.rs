@@ -103,11 +103,14 @@ impl Checker {
         let route = crate::metrics::intern(route.as_str());
         self.metrics.count_refusal(route, refusal.reason());
         if self.refusals.note(route, refusal.reason()) {
-            let remote = request.extensions().get::<ConnectInfo<PeerInfo>>().map(|info| info.0.remote);
+            let remote = request
+                .extensions()
+                .get::<ConnectInfo<PeerInfo>>()
+                .map_or_else(|| "unknown".to_string(), |info| info.0.remote.to_string());
             let claimed = PeerIdentity::from_headers(request.headers()).ok().flatten().map(|peer| peer.node_id);
             tracing::warn!(
                 path = request.uri().path(),
-                remote = ?remote,
+                remote = %remote,
                 claimed_node = ?claimed,
                 reason = refusal.reason(),
                 "refused a request (further refusals are summed up once per interval)"
