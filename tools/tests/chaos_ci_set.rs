@@ -91,6 +91,9 @@ fn a_set_that_injected_every_kind_it_names_passes_and_every_run_is_strict() {
     let calls = set.calls();
     assert_eq!(calls.len(), 4, "three runs of every kind and one of power loss: {calls:?}");
     assert!(calls.iter().all(|call| call.contains("--strict")), "every run of the set is strict: {calls:?}");
+    // Issue 35: the set moves a busy tag to monotonic and judges real-time order from the move on.
+    let switching = calls.iter().filter(|call| call.contains("switch-to-monotonic")).count();
+    assert_eq!(switching, 3, "every run of every kind moves chaos-switch to monotonic: {calls:?}");
 }
 
 /// The power-loss run's command line refused (exit 2, as clap refuses a mistyped flag) was read as

@@ -19,6 +19,9 @@
 //!   consistent reads never go down in real time, unless a node was stopped gracefully shortly
 //!   before (giving back an unserved tail is the one legal decrease).
 //! - `ids-in-range`: every ID is in 1..=2^63-1 and every answer parsed.
+//! - `switch-real-time`: after the move of `chaos-switch` to monotonic was answered 200, every
+//!   request of the tag sent later got IDs above every ID of the tag answered before it was sent,
+//!   on any node, the segment IDs served before the move included.
 //! - `unique-timeseq-ids`, `timeseq-shard`, `timeseq-second`, `timeseq-order`: time-sequence IDs
 //!   ([`timeseq`]): unique per namespace, carrying the shard asked for and a second within the
 //!   clock faults' reach of the request's real time, and per node incarnation never a second
@@ -112,6 +115,7 @@ pub fn check(history: &History, layout: &Layout) -> Vec<Check> {
         max_id_covers_served(history),
         max_id_monotonic(history),
         ids_in_range(history),
+        switch_real_time(history),
         timeseq::unique_ids(history),
         timeseq::shard(history),
         timeseq::second(history),
@@ -240,6 +244,45 @@ fn monotonic_real_time(history: &History) -> Check {
                 b.min
             )
         })
+    });
+    check
+}
+
+/// The move of a segment tag to monotonic (SPEC §4b, issue 35): from the 200 on, every ID of the
+/// tag is above every ID served before. Judged: every request of [`crate::workload::SWITCH_TAG`]
+/// sent after the 200 arrived, against every answer of the tag (before the move or after, any
+/// node) that arrived before it was sent. Before the 200 nothing is promised (segment IDs only
+/// trend upwards across nodes), so requests sent earlier are judged by no one, though their IDs
+/// count as served before the later ones. Not exercised without a 200.
+fn switch_real_time(history: &History) -> Check {
+    let mut check = Check::new("switch-real-time");
+    let Some(switched) = history.switched_us else { return check };
+    let mut spans = Vec::new();
+    for (index, op) in history.ops.iter().enumerate() {
+        let Outcome::Segment { tag, ranges } = &op.outcome else { continue };
+        if tag != crate::workload::SWITCH_TAG {
+            continue;
+        }
+        let Some(span) = Span::of_ranges(index, op.start_us, op.end_us, ranges) else { continue };
+        if span.start > switched {
+            check.checked += 1;
+        }
+        spans.push(span);
+    }
+    check.note = format!("switched at {:.3}s; the requests sent after it are judged", secs(switched));
+    real_time_order(&mut spans, |a, b| {
+        if b.start > switched {
+            check.violation(|| {
+                format!(
+                    "tag {}: {} answered up to {} before {} was sent, which got {}",
+                    crate::workload::SWITCH_TAG,
+                    where_(&history.ops[a.op]),
+                    a.max,
+                    where_(&history.ops[b.op]),
+                    b.min
+                )
+            })
+        }
     });
     check
 }
@@ -524,6 +567,62 @@ mod tests {
         assert_eq!(monotonic_real_time(&segment_tags).checked, 0);
     }
 
+    fn switching(node: u64, at: u64, end: u64, ranges: &[(u64, u64)]) -> Op {
+        let tag = crate::workload::SWITCH_TAG.to_string();
+        Op { end_us: end, outcome: Outcome::Segment { tag, ranges: ranges.to_vec() }, ..segment(node, at, ranges) }
+    }
+
+    /// The first `PATCH` sent at 100 µs: node 1 served 1000.. from its segment buffer, node 2
+    /// (a follower that applies the move late) serves 10.. from its own until its answer at 150;
+    /// the 200 arrives at 200. Node 2's answer before the 200 is no violation, but what it served counts: a
+    /// request sent after the 200 that gets an ID below 1000 fails, on any node.
+    fn switched_history(switched_us: Option<u64>, after: &[(u64, u64)]) -> History {
+        History {
+            ops: vec![
+                switching(1, 0, 50, &[(1000, 1005)]),
+                switching(2, 60, 70, &[(5, 6)]),
+                switching(2, 140, 150, &[(10, 12)]),
+                switching(3, 250, 260, after),
+                // Sent before the 200, answered after it: not judged.
+                switching(2, 190, 300, &[(20, 21)]),
+                // Other tags are not judged.
+                segment(2, 400, &[(1, 2)]),
+            ],
+            switched_us,
+            ..History::default()
+        }
+    }
+
+    #[test]
+    fn switch_real_time_judges_the_requests_sent_after_the_200() {
+        let above = switched_history(Some(200), &[(2000, 2003)]);
+        let check = switch_real_time(&above);
+        assert!(check.passed(), "{:?}", check.examples);
+        assert_eq!(check.checked, 1, "one request of the tag was sent after the 200");
+        let below = switched_history(Some(200), &[(900, 901)]);
+        let check = switch_real_time(&below);
+        assert_eq!((check.checked, check.violations), (1, 1), "{:?}", check.examples);
+        assert_eq!(
+            check.examples,
+            ["tag chaos-switch: /v1/segment on node 1#1 at 0.000s..0.000s answered up to 1004 before /v1/segment \
+              on node 3#1 at 0.000s..0.000s was sent, which got 900"]
+        );
+        assert_eq!(failing(&below), vec!["switch-real-time"], "the other checks pass it");
+        // No 200: nothing to judge, not a pass.
+        let check = switch_real_time(&switched_history(None, &[(900, 901)]));
+        assert!(!check.exercised() && !check.failed());
+    }
+
+    /// The move recorded at the first `PATCH`'s send instead of its 200: the follower that had
+    /// not applied it yet served 10..12 from its buffer after the send, below 1000 answered
+    /// before. A correct cluster, judged from too early, fails; judged from its 200, it passes.
+    #[test]
+    fn switch_real_time_from_the_send_instead_of_the_200_fails_a_lagging_follower() {
+        let too_early = switch_real_time(&switched_history(Some(100), &[(2000, 2003)]));
+        assert_eq!((too_early.checked, too_early.violations), (3, 2), "{:?}", too_early.examples);
+        assert!(switch_real_time(&switched_history(Some(200), &[(2000, 2003)])).passed());
+    }
+
     fn snowflake(holder: Option<Incarnation>, at: u64, parts: &[(u64, u64, u64)]) -> Op {
         let ids = parts
             .iter()
@@ -584,6 +683,7 @@ mod tests {
             max_id_reads: vec![read(1, 300, 2002), read(1, 400, 3000)],
             graceful_stops_us: vec![],
             started_unix_ms: 0,
+            switched_us: None,
         };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
@@ -686,6 +786,7 @@ mod tests {
             max_id_reads: vec![read(2, 100, 10)],
             graceful_stops_us: vec![],
             started_unix_ms: 0,
+            switched_us: None,
         };
         assert_eq!(failing(&history), vec!["max-id-covers-served"]);
         // A read sent before the answer arrived may not see it yet.
@@ -694,6 +795,7 @@ mod tests {
             max_id_reads: vec![read(2, 5, 1)],
             graceful_stops_us: vec![],
             started_unix_ms: 0,
+            switched_us: None,
         };
         assert_eq!(failing(&history), Vec::<&str>::new());
         // A local read may lag behind what another node served.
@@ -704,6 +806,7 @@ mod tests {
             max_id_reads: vec![local],
             graceful_stops_us: vec![],
             started_unix_ms: 0,
+            switched_us: None,
         };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
@@ -711,11 +814,21 @@ mod tests {
     #[test]
     fn max_id_going_down_fails_unless_a_node_gave_its_tail_back() {
         let reads = vec![read(1, 0, 2000), read(1, 100, 1500)];
-        let history =
-            History { ops: vec![], max_id_reads: reads.clone(), graceful_stops_us: vec![], started_unix_ms: 0 };
+        let history = History {
+            ops: vec![],
+            max_id_reads: reads.clone(),
+            graceful_stops_us: vec![],
+            started_unix_ms: 0,
+            switched_us: None,
+        };
         assert_eq!(failing(&history), vec!["max-id-monotonic"]);
-        let history =
-            History { ops: vec![], max_id_reads: reads, graceful_stops_us: vec![(50, 60)], started_unix_ms: 0 };
+        let history = History {
+            ops: vec![],
+            max_id_reads: reads,
+            graceful_stops_us: vec![(50, 60)],
+            started_unix_ms: 0,
+            switched_us: None,
+        };
         assert_eq!(failing(&history), Vec::<&str>::new());
     }
 
@@ -726,10 +839,22 @@ mod tests {
     fn local_reads_are_judged_per_data_directory() {
         let local = |disk, at, max_id| MaxIdRead { consistent: false, disk, ..read(1, at, max_id) };
         let rebuilt = vec![local(0, 0, 2000), local(1, 100, 1)];
-        let history = History { ops: vec![], max_id_reads: rebuilt, graceful_stops_us: vec![], started_unix_ms: 0 };
+        let history = History {
+            ops: vec![],
+            max_id_reads: rebuilt,
+            graceful_stops_us: vec![],
+            started_unix_ms: 0,
+            switched_us: None,
+        };
         assert_eq!(failing(&history), Vec::<&str>::new());
         let same_disk = vec![local(1, 0, 2000), local(1, 100, 1)];
-        let history = History { ops: vec![], max_id_reads: same_disk, graceful_stops_us: vec![], started_unix_ms: 0 };
+        let history = History {
+            ops: vec![],
+            max_id_reads: same_disk,
+            graceful_stops_us: vec![],
+            started_unix_ms: 0,
+            switched_us: None,
+        };
         assert_eq!(failing(&history), vec!["max-id-monotonic"]);
     }
 

@@ -6,6 +6,7 @@
 
 pub mod disks;
 pub mod power;
+pub mod switch;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -61,13 +62,18 @@ pub enum FaultKind {
     PowerLoss,
     /// kill -9 of every node and a power cut on every disk at once, then all restarted.
     PowerLossAll,
+    /// The busy segment tag `chaos-switch` moved to monotonic, once, in a lane of its own
+    /// ([`switch`]): `switch-real-time` judges every request of the tag sent after the 200.
+    SwitchToMonotonic,
 }
 
 impl FaultKind {
     /// Relative frequencies: the leader's death most often.
     /// The power-loss kinds come last and only when asked for by name, so the schedules of
-    /// `all` stay what they were.
-    const WEIGHTS: [(FaultKind, u32); 16] = [
+    /// `all` stay what they were. `switch-to-monotonic` happens once per run in its own lane
+    /// ([`lanes`] leaves it out of the weighted ones), so its weight is never rolled and a seed's
+    /// schedule is the same with it or without it.
+    const WEIGHTS: [(FaultKind, u32); 17] = [
         (FaultKind::KillLeader, 16),
         (FaultKind::KillFollower, 7),
         (FaultKind::PauseLeader, 10),
@@ -84,6 +90,7 @@ impl FaultKind {
         (FaultKind::LoseMajority, 2),
         (FaultKind::PowerLoss, 8),
         (FaultKind::PowerLossAll, 4),
+        (FaultKind::SwitchToMonotonic, 0),
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +111,7 @@ impl FaultKind {
             FaultKind::LoseMajority => "lose-majority",
             FaultKind::PowerLoss => "power-loss",
             FaultKind::PowerLossAll => "power-loss-all",
+            FaultKind::SwitchToMonotonic => "switch-to-monotonic",
         }
     }
 
@@ -162,7 +170,9 @@ pub const MAX_CLOCK_ERROR_MS: u64 = MAX_CLOCK_STEP_MS as u64 + MAX_DRIFT_MS_PER_
 
 /// The two lanes of `seed`: clock faults run in their own lane, at the same time as the others, so a
 /// clock can be wrong while a leader dies or a partition heals.
+/// `switch-to-monotonic` is in neither: it happens once, at [`switch::planned`].
 pub fn lanes(seed: u64, kinds: &[FaultKind]) -> (impl Iterator<Item = Plan>, impl Iterator<Item = Plan>) {
+    let kinds: Vec<FaultKind> = kinds.iter().copied().filter(|kind| *kind != FaultKind::SwitchToMonotonic).collect();
     let (clocks, others): (Vec<FaultKind>, Vec<FaultKind>) = kinds.iter().partition(|kind| kind.needs_clocks());
     (schedule(seed ^ 0x5eed_fa17, &others), schedule(seed ^ 0xc10c_c10c, &clocks))
 }
@@ -204,6 +214,7 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
             // About how long the rebuild takes here; the fault lasts at least this long.
             FaultKind::WipeMember => 8000,
             FaultKind::LoseMajority => 15_000,
+            FaultKind::SwitchToMonotonic => 0,
         };
         let amount_ms = match kind {
             FaultKind::ClockStep => rng.gen_range(100..MAX_CLOCK_STEP_MS) * if rng.gen_bool(0.5) { 1 } else { -1 },
@@ -259,6 +270,8 @@ pub struct Record {
     pub wipes: Mutex<Vec<Option<String>>>,
     /// One per majority lost: `None` when `leafraft recover` built the new cluster, else why not.
     pub recoveries_from_survivors: Mutex<Vec<Option<String>>>,
+    /// The move of `chaos-switch` to monotonic, when the run made one.
+    pub switch: Mutex<Option<switch::Switch>>,
 }
 
 impl Record {
@@ -270,12 +283,30 @@ impl Record {
     }
 }
 
-/// Plays both lanes of `seed` until `until`.
+/// Plays both lanes of `seed` until `until`, and the move to monotonic when asked for (which may
+/// ask for its 200 past `until`, up to [`switch::SWITCH_DEADLINE`] after it began).
 pub async fn run(nodes: Arc<Nodes>, record: Arc<Record>, seed: u64, kinds: &[FaultKind], size: usize, until: Instant) {
     let (main, clocks) = lanes(seed, kinds);
     let clock_lane = tokio::spawn(run_lane(Arc::clone(&nodes), Arc::clone(&record), clocks, size, until));
+    let switch_lane = kinds.contains(&FaultKind::SwitchToMonotonic).then(|| {
+        let (after, pick) = switch::planned(seed, until.saturating_duration_since(Instant::now()));
+        let (nodes, record) = (Arc::clone(&nodes), Arc::clone(&record));
+        tokio::spawn(async move {
+            if switch::run(&nodes, &record, Instant::now() + after, pick).await {
+                *record
+                    .counts
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(FaultKind::SwitchToMonotonic)
+                    .or_default() += 1;
+            }
+        })
+    });
     run_lane(nodes, record, main, size, until).await;
     let _ = clock_lane.await;
+    if let Some(lane) = switch_lane {
+        let _ = lane.await;
+    }
 }
 
 /// Injects faults from `plans` until `until`, one at a time, healing each before the next.
@@ -525,6 +556,8 @@ async fn inject(
                 watch_recovery(nodes, record, plan.kind, leader, watchers);
             }
         }
+        // Its own lane ([`run`]): never rolled by a schedule.
+        FaultKind::SwitchToMonotonic => return false,
         FaultKind::WholeRestart => {
             ev(format!("kill -9 every node, restart after {:.1}s", hold.as_secs_f64()));
             let all = nodes.ids();

@@ -120,6 +120,9 @@ pub struct History {
     /// The runner's wall clock (Unix ms) at time zero of the run: what time-sequence seconds are
     /// compared with.
     pub started_unix_ms: u64,
+    /// When the answer 200 to the move of `chaos-switch` to monotonic arrived (the runner's own
+    /// `PATCH`, `crate::faults::switch`); `None` when the run made no move, or got no 200.
+    pub switched_us: Option<u64>,
 }
 
 impl History {

@@ -4,7 +4,8 @@
 //! libfaketime preloaded when installed), drives concurrent clients against every node and every
 //! ID endpoint, injects a seeded schedule of faults (kill -9, SIGSTOP, partitions, clock steps and
 //! drift, membership churn, whole-cluster restarts, wiped disks, a majority lost for good and
-//! recovered from a survivor; power cuts that drop every unsynced write, asked for by name), heals
+//! recovered from a survivor, a busy tag moved from segment to monotonic; power cuts that drop
+//! every unsynced write, asked for by name), heals
 //! everything, and then judges what the
 //! clients saw with the checker. The last line is `RESULT: PASS` or `RESULT: FAIL`.
 //!
@@ -24,7 +25,8 @@
 //!
 //! Code map: [`nodes`] (processes, clocks, membership calls), [`net`] (namespaces and cuts),
 //! [`workload`] (clients and `max_id` poller), [`faults`] (schedule and injection; its children
-//! `faults::disks`: wiped members and recovery from a survivor, `faults::power`: power cuts), [`history`]
+//! `faults::disks`: wiped members and recovery from a survivor, `faults::power`: power cuts,
+//! `faults::switch`: the move to monotonic), [`history`]
 //! (what clients saw), [`checker`] (the verdict, pure).
 
 mod checker;
@@ -282,6 +284,13 @@ async fn run(args: Args) -> anyhow::Result<bool> {
                 at += plan.hold;
             }
         }
+        if kinds.contains(&FaultKind::SwitchToMonotonic) {
+            let (at, _) = faults::switch::planned(args.seed, args.duration);
+            lines.push((
+                at,
+                format!("switch lane: {} of tag {}", FaultKind::SwitchToMonotonic.name(), workload::SWITCH_TAG),
+            ));
+        }
         lines.sort_by_key(|(at, _)| *at);
         for (at, line) in lines {
             println!("{:>8.3}s  {line}", at.as_secs_f64());
@@ -426,6 +435,14 @@ async fn run_once(
     };
     nodes.kill_all();
     let mut checks = checker::check(&history, &layout);
+    if let Some(switch) = record.switch.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        if let Some(check) = checks.iter_mut().find(|check| check.name == "switch-real-time") {
+            check.note = match check.note.is_empty() {
+                true => switch.describe(),
+                false => format!("{}; {}", switch.describe(), check.note),
+            };
+        }
+    }
     let recoveries = record.recoveries.lock().unwrap_or_else(|e| e.into_inner()).clone();
     checks.push(Check::outside(
         "leader-recovery",
@@ -500,6 +517,7 @@ fn exercised_by(check: &str) -> &'static [FaultKind] {
     match check {
         "wiped-member-refused" => &[FaultKind::WipeMember],
         "majority-recovered" => &[FaultKind::LoseMajority],
+        "switch-real-time" => &[FaultKind::SwitchToMonotonic],
         // The kinds that take the leader away whenever there is one (the others only sometimes).
         "leader-recovery" => &[
             FaultKind::KillLeader,
@@ -589,6 +607,8 @@ async fn drive(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     history.started_unix_ms = now_unix_ms.saturating_sub(since_start);
+    let switch = record.switch.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    history.switched_us = switch.and_then(|switch| switch.confirmed).map(|at| at.as_micros() as u64);
     for client in clients {
         history.ops.extend(client.await??);
     }

@@ -584,6 +584,31 @@ impl Nodes {
         bail!("{method} {path}: {last}")
     }
 
+    /// An operator call to node `id` alone, answered with its status, when the answer's head
+    /// arrived (since the run started, the history's clock) and its JSON body (`Null` when the body
+    /// is not JSON); or the transport error. No retry, no other node.
+    pub async fn admin_at(
+        &self,
+        id: u64,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+        timeout: Duration,
+    ) -> anyhow::Result<(reqwest::StatusCode, Duration, Value)> {
+        let Some(url) = self.url(id) else { bail!("node {id} is not part of the run") };
+        let answer = self
+            .http
+            .request(method, format!("{url}{path}"))
+            .bearer_auth(&self.secret)
+            .timeout(timeout)
+            .json(&body)
+            .send()
+            .await?;
+        let answered = self.elapsed();
+        let status = answer.status();
+        Ok((status, answered, answer.json().await.unwrap_or(Value::Null)))
+    }
+
     /// Kills every process (nodes must be gone before their namespaces are deleted).
     pub fn kill_all(&self) {
         for id in self.ids() {

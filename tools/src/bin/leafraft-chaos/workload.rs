@@ -21,12 +21,18 @@ use crate::history::Outcome;
 use crate::nodes::Nodes;
 use crate::nodes::Target;
 
-/// The tags of a run: a small step, so claims (Raft writes) are frequent, Leaf's default, and a
-/// monotonic tag ([`MONOTONIC_TAG`]), served by the leader in real-time order.
-pub const TAGS: [(&str, u64); 3] = [("chaos-small", 20), ("chaos-leaf", 1000), (MONOTONIC_TAG, 100)];
+/// The tags of a run: a small step, so claims (Raft writes) are frequent, Leaf's default, a
+/// monotonic tag ([`MONOTONIC_TAG`]), served by the leader in real-time order, and a segment tag
+/// the `switch-to-monotonic` fault moves to monotonic during the run ([`SWITCH_TAG`]).
+pub const TAGS: [(&str, u64); 4] = [("chaos-small", 20), ("chaos-leaf", 1000), (MONOTONIC_TAG, 100), (SWITCH_TAG, 100)];
 
 /// The tag created with `"mode":"monotonic"`; it has no `/ranges`.
 pub const MONOTONIC_TAG: &str = "chaos-monotonic";
+
+/// Created as a segment tag and served from every node's buffers like the others, until the
+/// `switch-to-monotonic` fault moves it (`crate::faults::switch`); every endpoint asks for it,
+/// `/ranges` too, before and after.
+pub const SWITCH_TAG: &str = "chaos-switch";
 
 /// The time-sequence namespaces of a run (the default layout: 32 time, 12 shard, 19 sequence
 /// bits). More than one, so that every node's prefetch of the next second is a claim batch of
