@@ -114,7 +114,10 @@ impl StatefulSet {
             let addr = self.cluster.addr(node_of(ordinal));
             hosts.push_str(&format!("leafraft-{ordinal}.{}.{NAMESPACE}.svc.cluster.local {addr}\n", self.service));
         }
-        std::fs::write(&self.hosts, hosts).expect("write the hosts file");
+        // Whole or not at all: a pod starting now must not read a half-written file.
+        let partial = self.hosts.with_extension("partial");
+        std::fs::write(&partial, hosts).expect("write the hosts file");
+        std::fs::rename(&partial, &self.hosts).expect("replace the hosts file");
     }
 
     /// The controller creates pod `ordinal` (or the kubelet restarts its container): the same
@@ -297,4 +300,81 @@ async fn pods_from_one_manifest_form_restart_lose_a_volume_scale_and_come_back()
     set.take_from_all().await;
     let rounds = 3 + 3 + 1 + 3 + 3 + 5 + 3 + 3 + 4;
     assert_eq!(set.taken(), (rounds * 50, rounds * 20));
+}
+
+/// The probes at quorum loss: `/readyz` (strict) says not ready, `/readyz?mode=serving` (the
+/// client Service's probe) keeps a pod that still serves from its buffers and window, and a pod
+/// that restarts meanwhile is not ready in either mode until it has caught up.
+#[tokio::test]
+async fn at_quorum_loss_the_serving_probe_keeps_pods_that_serve_and_not_those_that_cannot() {
+    let mut set = StatefulSet::from_manifest();
+    set.form().await;
+    let leader = set.cluster.wait_leader(TIMEOUT).await;
+    set.cluster.client(leader).create_tag(&new_tag("buffered", None, Some(100_000), None)).await.expect("create");
+    // The pod that stays is a follower: it loses its leader when the other two go.
+    let keep = if leader == 1 { 2 } else { 1 };
+    let others: Vec<u64> = [1, 2, 3].into_iter().filter(|&node| node != keep).collect();
+    set.cluster.wait_tag_known(&[keep], "buffered", TIMEOUT).await;
+    set.cluster.wait_ready(keep, TIMEOUT).await;
+    let client = set.cluster.client(keep);
+    let before = client.segment_ids("buffered", 10).await.expect("IDs before the quorum loss");
+    let (code, body) = set.cluster.get_text(keep, "/readyz?mode=serving").await;
+    assert_eq!(code.as_u16(), 200, "{body}");
+    assert!(body.contains(r#""status":"ready""#), "{body}");
+
+    // Killed, both: a graceful stop of the leader hands leadership over, possibly to the pod
+    // kept, and a leader without a quorum still names itself.
+    for &node in &others {
+        set.cluster.kill(node);
+    }
+    let cluster = &mut set.cluster;
+    let url = format!("{}/readyz", cluster.url(keep));
+    wait_until(TIMEOUT, "the strict probe to fail without a quorum", || {
+        let url = url.clone();
+        async move {
+            let code = reqwest::get(&url).await.map_err(|e| e.to_string())?.status().as_u16();
+            if code == 503 {
+                Ok(())
+            } else {
+                Err(format!("/readyz answers {code}"))
+            }
+        }
+    })
+    .await;
+    let (code, body) = set.cluster.get_text(keep, "/readyz?mode=serving").await;
+    assert_eq!(code.as_u16(), 200, "a pod serving from its buffers stays behind the Service: {body}");
+    assert!(body.contains(r#""status":"degraded""#) && body.contains("no leader known"), "{body}");
+    let during = client.segment_ids("buffered", 10).await.expect("IDs from the buffers without a quorum");
+    assert!(during.iter().all(|id| !before.contains(id)), "{before:?} {during:?}");
+    let (code, body) = set.cluster.get_text(keep, "/readyz?mode=bogus").await;
+    assert_eq!(code.as_u16(), 400, "{body}");
+
+    // A pod restarted without a quorum has not caught up: not ready in either mode.
+    set.delete_pod(keep - 1, false).await;
+    set.start_pod(keep - 1);
+    let cluster = &mut set.cluster;
+    let url = format!("{}/readyz?mode=serving", cluster.url(keep));
+    let body = wait_until(TIMEOUT, "the restarted pod to answer its probe", || {
+        let url = url.clone();
+        async move {
+            let answer = reqwest::get(&url).await.map_err(|e| e.to_string())?;
+            let code = answer.status().as_u16();
+            let body = answer.text().await.map_err(|e| e.to_string())?;
+            if code == 503 {
+                Ok(body)
+            } else {
+                Err(format!("{code}: {body}"))
+            }
+        }
+    })
+    .await;
+    assert!(body.contains("NOT_READY"), "{body}");
+
+    // The quorum back: every pod ready again in the strict sense.
+    for &node in &others {
+        set.start_pod(node - 1);
+    }
+    for node in [1, 2, 3] {
+        set.cluster.wait_ready(node, TIMEOUT).await;
+    }
 }
