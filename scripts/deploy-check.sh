@@ -2,8 +2,12 @@
 # Validates deploy/kubernetes/ offline: every manifest, and what each kustomization renders to
 # (kubectl kustomize), against the Kubernetes schemas of a pinned version with a pinned
 # kubernetes-validate (strict: unknown fields fail); the StatefulSet's derivation settings against
-# its Services; and that nothing in deploy/ passes a secret on a command line or as a plain
-# environment value (files only). Both tools come from PyPI into a venv under ~/.cache.
+# its Services; that nothing in deploy/ passes a secret on a command line or as a plain
+# environment value (files only); and day two (issue 37), in every file and every rendering: no
+# founding state (LEAFRAFT_INITIAL_CLUSTER_STATE / --initial-cluster-state, a value that would
+# have to differ between the first formation and later), no volume claim retention policy that
+# deletes volumes, and no `kubectl set env` / `kubectl edit` step in the Kubernetes docs. Both
+# tools come from PyPI into a venv under ~/.cache.
 #   scripts/deploy-check.sh            # exit 0: all good; 1: a failure, named. When the validator
 #                                      # cannot be installed: a failure in CI (CI=true), naming
 #                                      # what is missing; elsewhere one SKIPPED line and exit 0
@@ -79,6 +83,68 @@ while read -r kustomization; do
   fi
 done < <(find "$dir" -name kustomization.yaml | sort)
 echo "deploy-check: rendered and valid: $(printf '%s, ' "${rendered[@]}" | sed 's/, $//')"
+
+# Day two: the manifest must be right under every `kubectl apply` and keep every volume.
+cat >"$scratch/day-two.py" <<'PY'
+"""Fails (exit 1, one line each) on a StatefulSet that sets a founding state or deletes volumes."""
+import sys
+
+import yaml
+
+failures = []
+for path in sys.argv[1:]:
+    with open(path) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d]
+    for sts in (d for d in docs if d.get("kind") == "StatefulSet"):
+        name = f"{path}: StatefulSet {sts.get('metadata', {}).get('name')}"
+        spec = sts.get("spec", {})
+        policy = spec.get("persistentVolumeClaimRetentionPolicy") or {}
+        for when in ("whenScaled", "whenDeleted"):
+            if policy.get(when, "Retain") != "Retain":
+                failures.append(f"{name}: persistentVolumeClaimRetentionPolicy.{when} is {policy[when]}: it deletes "
+                                "volumes (a scale to 0 would delete the data `leafraft recover` needs); use Retain")
+        pod = spec.get("template", {}).get("spec", {})
+        for container in pod.get("containers", []) + pod.get("initContainers", []):
+            for env in container.get("env", []):
+                if env.get("name") == "LEAFRAFT_INITIAL_CLUSTER_STATE":
+                    failures.append(f"{name}: sets LEAFRAFT_INITIAL_CLUSTER_STATE: a founding state differs between the "
+                                    "first formation and later, and `kubectl apply` sets it back; leave it unset")
+            for arg in container.get("args", []) + container.get("command", []):
+                if str(arg).startswith("--initial-cluster-state"):
+                    failures.append(f"{name}: passes {arg}: a founding state differs between the first formation and "
+                                    "later; leave it unset")
+for failure in failures:
+    print(f"deploy-check: FAIL: {failure}")
+sys.exit(1 if failures else 0)
+PY
+# The check must be able to fail: a planted StatefulSet with both faults is refused for both.
+cat >"$scratch/planted-bad.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: planted}
+spec:
+  persistentVolumeClaimRetentionPolicy: {whenScaled: Delete, whenDeleted: Retain}
+  template:
+    spec:
+      containers:
+        - name: leafraft
+          env: [{name: LEAFRAFT_INITIAL_CLUSTER_STATE, value: new}]
+YAML
+planted=$("$py" "$scratch/day-two.py" "$scratch/planted-bad.yaml" || true)
+if ! grep -q 'whenScaled is Delete' <<<"$planted" || ! grep -q 'sets LEAFRAFT_INITIAL_CLUSTER_STATE' <<<"$planted"; then
+  echo "deploy-check: FAIL: the day-two check does not refuse a planted StatefulSet that deletes volumes and sets a founding state"
+  exit 1
+fi
+if ! "$py" "$scratch/day-two.py" "${manifests[@]}" "$scratch"/rendered-*.yaml; then
+  exit 1
+fi
+# The Kubernetes section of the operations guide: no step edits the StatefulSet by hand.
+if found=$(awk '/^## /{k = ($0 == "## Kubernetes")} k' docs/operations.md | grep -nE 'kubectl (set env|edit)'); then
+  echo "deploy-check: FAIL: docs/operations.md's Kubernetes section edits the StatefulSet by hand (kubectl set env/edit):"
+  echo "$found"
+  exit 1
+fi
+echo "deploy-check: no founding state and every volume kept, in every file and rendering; no hand edit in the docs"
 
 # Secrets on a command line: leafraft's secret flags anywhere in deploy/ (comments aside).
 secret_flags='--(secret|peer-secret|admin-token|client-token|token)([= "'"'"']|$)'

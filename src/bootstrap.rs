@@ -12,6 +12,10 @@
 //!   incarnation, or not at all, it refuses to start.
 //! - `--join` refuses alike when a seed lists this node with another incarnation, and otherwise
 //!   asks to be added as a learner (sending its incarnation), then to be promoted once caught up.
+//! - A StatefulSet pod (`--statefulset-service`, [`pods`]) founds like `--initial-cluster` but
+//!   asks every pod that exists first, and where the others would refuse it replaces its own old
+//!   incarnation through Raft and joins: there the operator's intent is clear (the pod's name is
+//!   the member), so a lost volume needs no hand.
 //!
 //! A refusal ends the process with one line naming the fix (see [`BootstrapRefusal`]).
 
@@ -49,6 +53,9 @@ pub struct BootstrapRefusal(pub String);
 pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -> Result<(), BootstrapRefusal> {
     if !was_empty {
         tracing::info!("data directory holds a Raft state; rejoining with it");
+        if let Bootstrap::StatefulSet(_) = &config.bootstrap {
+            return pods::set_aside_if_removed(&cluster, &config).await;
+        }
         return Ok(());
     }
     match &config.bootstrap {
@@ -63,9 +70,12 @@ pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -
             Ok(())
         }
         Bootstrap::InitialCluster(members) => form(&cluster, &config, members).await,
-        Bootstrap::Join(seeds) => join(&cluster, &config, seeds).await,
+        Bootstrap::Join(seeds) => join(&cluster, &config, seeds, Rebuild::Refuse).await,
+        Bootstrap::StatefulSet(set) => pods::form_or_join(&cluster, &config, set).await,
     }
 }
+
+mod pods;
 
 fn incarnation(cluster: &Cluster) -> u64 {
     cluster.identity().local().incarnation
@@ -173,20 +183,41 @@ async fn form(cluster: &Cluster, config: &Config, members: &BTreeMap<NodeId, Str
     }
 }
 
-/// Refuses to join when a seed's cluster lists this node ID with another disk.
-async fn check_seeds(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), BootstrapRefusal> {
+/// What to do when a seed's cluster lists this node ID with another disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rebuild {
+    /// Refuse to start, naming the fix (`--join`: the operator removes the old incarnation).
+    Refuse,
+    /// Have the old incarnation removed through Raft, then join (StatefulSet pods).
+    Replace,
+}
+
+/// Refuses to join when a seed's cluster lists this node ID with another disk, or (with
+/// [`Rebuild::Replace`]) answers the seed that does and what it said.
+async fn check_seeds(
+    cluster: &Cluster,
+    config: &Config,
+    seeds: &[String],
+    rebuild: Rebuild,
+) -> Result<Option<(String, String)>, BootstrapRefusal> {
     for seed in seeds {
         match cluster.hello(seed, None, HELLO_TIMEOUT).await {
             Ok(hello) if hello.initialized => {
                 if let Listed::Otherwise(node) = listed(&hello, config.node_id, incarnation(cluster)) {
+                    if rebuild == Rebuild::Replace {
+                        let lists =
+                            format!("it lists node {} with incarnation {}", config.node_id, hex_id(node.incarnation));
+                        return Ok(Some((seed.clone(), lists)));
+                    }
                     return Err(refusal(config.node_id, seed, &hello, Some(&node)));
                 }
             }
             Ok(_) | Err(HelloError::Unanswered(_)) => {}
+            Err(HelloError::Refused(reason)) if rebuild == Rebuild::Replace => return Ok(Some((seed.clone(), reason))),
             Err(HelloError::Refused(reason)) => return Err(refused_by(config.node_id, seed, &reason)),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// `--join`: asks the members in `seeds` to add this node as a learner (which answers once it has
@@ -209,7 +240,7 @@ fn seed_client(seed: &str, config: &Config) -> Result<Client, leafraft_client::C
         .build()
 }
 
-async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<(), BootstrapRefusal> {
+async fn join(cluster: &Cluster, config: &Config, seeds: &[String], rebuild: Rebuild) -> Result<(), BootstrapRefusal> {
     let mut backoff = Duration::from_millis(200);
     let mut added = false;
     let incarnation = hex_id(incarnation(cluster));
@@ -222,7 +253,12 @@ async fn join(cluster: &Cluster, config: &Config, seeds: &[String]) -> Result<()
         }
         added |= status.learners.contains(&config.node_id);
         if !added {
-            check_seeds(cluster, config, seeds).await?;
+            if let Some((seed, why)) = check_seeds(cluster, config, seeds, rebuild).await? {
+                pods::replace_old_incarnation(cluster, config, &seed, &why).await;
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
         }
         for seed in seeds {
             let client = match seed_client(seed, config) {

@@ -35,6 +35,10 @@ pub enum Bootstrap {
     InitialCluster(BTreeMap<NodeId, String>),
     /// Ask these members of a running cluster to add this node.
     Join(Vec<String>),
+    /// A StatefulSet pod (`--statefulset-service`): found with the other initial pods only when
+    /// every pod answers without a cluster, otherwise join the running one, replacing this pod's
+    /// old incarnation first if its volume was lost (`statefulset`, `crate::bootstrap`).
+    StatefulSet(Box<statefulset::Pods>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

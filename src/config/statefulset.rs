@@ -8,14 +8,22 @@
 //! list on every pod (it is the formation size, never the live replica count, which changes with
 //! scaling); ordinal `i >= N` joins through them.
 //!
-//! What `--initial-cluster-state` means here, and why it keeps a lost volume from doing harm:
-//! - unset or `new`: ordinals `< N` form with `--initial-cluster`, which founds only once every
-//!   initial member answers with an empty state. A pod that lost its volume finds the others
-//!   running a cluster and refuses to start (they list it with its old disk, or not at all), so
-//!   it never founds a second cluster nor comes back as the member it was;
-//! - `existing`: every ordinal joins through the other initial members and never founds. Set it
-//!   once the cluster has formed: then even every initial member losing its volume at once
-//!   cannot found a new cluster, and a member removed for a rebuild comes back by joining.
+//! How a pod becomes a member, the same under every `kubectl apply` (no variable to flip between
+//! the first formation and later; `crate::bootstrap` does it):
+//! - a pod with an empty volume asks every pod that exists (the initial ordinals, and the higher
+//!   ones whose names resolve) who they are. Only an initial pod founds, and only when every
+//!   initial pod answers with an empty volume and no pod at all holds a cluster; while any pod
+//!   does not answer it waits. So a lost volume never founds a second cluster, even when every
+//!   initial volume is lost while a higher ordinal keeps the cluster;
+//! - when a pod holds a cluster, the empty pod joins it through the pods that answered. If the
+//!   cluster still lists this node ID with its lost volume's incarnation, it first has that old
+//!   incarnation removed through Raft (which needs a quorum; until then it waits and logs why),
+//!   then joins as a new incarnation: the identity checks keep the old one from ever voting
+//!   again, and the new one is caught up as a learner before it is promoted;
+//! - a pod that starts with the volume of a member the cluster removed (retained volumes, scaled
+//!   up again) moves that data directory aside and exits, so that its restart joins empty;
+//! - `--initial-cluster-state existing` still makes every pod join and never found; `new` is the
+//!   default and changes nothing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -115,13 +123,11 @@ impl StatefulSet {
     pub fn derive(&self, port: u16, state: Option<ClusterState>) -> Derived {
         let node_id = node_id_of(self.ordinal);
         let advertise = self.address(self.ordinal, port);
-        let initial: BTreeMap<NodeId, String> =
-            (0..self.initial).map(|ordinal| (node_id_of(ordinal), self.address(ordinal, port))).collect();
+        let pods = Pods { set: self.clone(), port };
         let seeds: Vec<String> =
-            initial.iter().filter(|(id, _)| **id != node_id).map(|(_, addr)| addr.clone()).collect();
-        let founds = self.ordinal < self.initial && state != Some(ClusterState::Existing);
-        let bootstrap = if founds {
-            Bootstrap::InitialCluster(initial)
+            pods.initial().into_iter().filter(|(id, _)| *id != node_id).map(|(_, addr)| addr).collect();
+        let bootstrap = if state != Some(ClusterState::Existing) {
+            Bootstrap::StatefulSet(Box::new(pods))
         } else if seeds.is_empty() {
             // `existing` with one initial member, which is this pod: no one to ask; an operator's
             // `cluster add` lets it in.
@@ -130,6 +136,43 @@ impl StatefulSet {
             Bootstrap::Join(seeds)
         };
         Derived { node_id, advertise, bootstrap }
+    }
+}
+
+/// A pod's view of its StatefulSet, for `crate::bootstrap`: who the initial pods are and where
+/// every pod is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pods {
+    pub set: StatefulSet,
+    /// The port of `--listen`, every pod's.
+    pub port: u16,
+}
+
+impl Pods {
+    /// This pod's node ID.
+    pub fn node_id(&self) -> NodeId {
+        node_id_of(self.set.ordinal)
+    }
+
+    /// Whether this pod is one of the initial ones, which may found the cluster.
+    pub fn founds(&self) -> bool {
+        self.set.ordinal < self.set.initial
+    }
+
+    /// The initial pods (this one too if it is one): node ID to address.
+    pub fn initial(&self) -> BTreeMap<NodeId, String> {
+        (0..self.set.initial).map(|ordinal| (node_id_of(ordinal), self.set.address(ordinal, self.port))).collect()
+    }
+
+    /// Pod `ordinal`'s node ID and address.
+    pub fn pod(&self, ordinal: u32) -> (NodeId, String) {
+        (node_id_of(ordinal), self.set.address(ordinal, self.port))
+    }
+
+    /// The highest ordinal a pod asks about (`MAX_INITIAL` is also the most a StatefulSet of
+    /// Raft members plausibly has).
+    pub fn last_ordinal(&self) -> u32 {
+        MAX_INITIAL
     }
 }
 

@@ -54,20 +54,33 @@ fn initial_ordinals_form_the_same_cluster_and_later_ones_join_through_it() {
     let members: BTreeMap<NodeId, String> = (0u32..3)
         .map(|i| (NodeId::from(i) + 1, format!("leafraft-{i}.leafraft-peers.ids.svc.cluster.local:7000")))
         .collect();
+    let pods_of = |pod: &str, state| match set_of(pod, 3).derive(7000, state).bootstrap {
+        Bootstrap::StatefulSet(pods) => *pods,
+        other => panic!("{pod}: {other:?}"),
+    };
     for pod in ["leafraft-0", "leafraft-1", "leafraft-2"] {
+        // Unset and `new` are the same: the manifest never has to change between the first
+        // formation and later.
         for state in [None, Some(ClusterState::New)] {
-            let derived = set_of(pod, 3).derive(7000, state);
-            assert_eq!(derived.bootstrap, Bootstrap::InitialCluster(members.clone()), "{pod}");
+            let pods = pods_of(pod, state);
+            assert!(pods.founds(), "{pod}");
+            assert_eq!(pods.initial(), members, "{pod}");
         }
     }
     let all_initial: Vec<String> = members.values().cloned().collect();
     for pod in ["leafraft-3", "leafraft-4", "leafraft-17"] {
-        for state in [None, Some(ClusterState::New), Some(ClusterState::Existing)] {
+        for state in [None, Some(ClusterState::New)] {
             // A pod beyond the formation size never founds, whatever the StatefulSet says.
-            let derived = set_of(pod, 3).derive(7000, state);
-            assert_eq!(derived.bootstrap, Bootstrap::Join(all_initial.clone()), "{pod}");
+            let pods = pods_of(pod, state);
+            assert!(!pods.founds(), "{pod}");
+            assert_eq!(pods.initial(), members, "{pod}");
         }
+        let derived = set_of(pod, 3).derive(7000, Some(ClusterState::Existing));
+        assert_eq!(derived.bootstrap, Bootstrap::Join(all_initial.clone()), "{pod}");
     }
+    let pods = pods_of("leafraft-4", None);
+    assert_eq!(pods.node_id(), 5);
+    assert_eq!(pods.pod(3), (4, "leafraft-3.leafraft-peers.ids.svc.cluster.local:7000".to_string()));
 }
 
 #[test]
@@ -80,7 +93,7 @@ fn existing_makes_every_pod_join_through_the_other_initial_members() {
     let alone = set_of("leafraft-0", 1).derive(8080, Some(ClusterState::Existing));
     assert_eq!(alone.bootstrap, Bootstrap::Existing);
     assert!(
-        matches!(set_of("leafraft-0", 1).derive(8080, None).bootstrap, Bootstrap::InitialCluster(m) if m.len() == 1)
+        matches!(set_of("leafraft-0", 1).derive(8080, None).bootstrap, Bootstrap::StatefulSet(p) if p.initial().len() == 1)
     );
 }
 
@@ -161,7 +174,7 @@ fn serve_takes_its_id_address_and_bootstrap_from_the_derivation() {
     let config = Config::resolve(pod(None)).unwrap();
     assert_eq!(config.node_id, 2);
     assert_eq!(config.advertise, "leafraft-1.leafraft-peers.default.svc.cluster.local:8080");
-    assert!(matches!(&config.bootstrap, Bootstrap::InitialCluster(members) if members.len() == 3), "{config:?}");
+    assert!(matches!(&config.bootstrap, Bootstrap::StatefulSet(pods) if pods.initial().len() == 3), "{config:?}");
     let existing = Config::resolve(pod(Some("existing"))).unwrap();
     assert!(matches!(&existing.bootstrap, Bootstrap::Join(seeds) if seeds.len() == 2), "{existing:?}");
     let err = Config::resolve(pod(Some("later"))).unwrap_err();
