@@ -319,9 +319,7 @@ caught_up() {
 }
 
 # How far apart the two polls of `settled` are: longer than the longest election timeout (600 ms:
-# a node that stops hearing from the leader campaigns, with a higher term, within it) and than the
-# leader lease (450 ms, raft/src/lease.rs) that holds back the votes of an election a rejoining
-# node forces.
+# a node that stops hearing from the leader campaigns, with a higher term, within it).
 SETTLE_MS="${E2E_SETTLE_MS:-1000}"
 SETTLED_LEADER=""
 SETTLED_TERM=""

@@ -11,6 +11,7 @@
 //! member that does not answer in time is named in 503 `MEMBERS_BEHIND`, the change stays
 //! committed, and asking again waits again. The list of such commands is in `ARCHITECTURE.md`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +24,6 @@ use crate::cluster::ForwardError;
 use crate::cluster::Forwarded;
 use crate::cluster::ForwardedReply;
 use crate::cluster::Peers;
-use crate::cluster::Resend;
 use crate::error::Error;
 use crate::error::ErrorCode;
 
@@ -36,17 +36,15 @@ impl Cluster {
     /// entry committed before the call; otherwise 503 `MEMBERS_BEHIND` naming the members that
     /// did not report it in time. `what` names the change in the message.
     pub async fn confirm_every_member_applied(&self, what: &str) -> Result<(), Error> {
-        let reply = self.submit(Forwarded::ReadIndex, Resend::Allowed, self.write_timeout).await?;
-        let index = match reply {
-            ForwardedReply::ReadIndex(index) => index.unwrap_or(0),
-            other => return Err(Error::no_leader(format!("unexpected answer to a read index: {other:?}"))),
-        };
+        let index = self.read_index().await?.unwrap_or(0);
         let wait = MEMBERS_WAIT.min(self.write_timeout);
         let members: Vec<(NodeId, raft::Node)> = {
             let metrics = self.metrics();
             metrics.membership_config.membership().nodes().map(|(id, node)| (*id, node.clone())).collect()
         };
-        // All members at once, each asked on a task of its own.
+        // All members at once, each asked on a task of its own; one whose task was lost (it
+        // panicked) is as unconfirmed as one that did not answer.
+        let mut unanswered: BTreeSet<NodeId> = members.iter().map(|(id, _)| *id).collect();
         let mut reports = tokio::task::JoinSet::new();
         for (id, node) in members {
             let (raft, peers, own) = (self.raft.clone(), Arc::clone(&self.peers), id == self.node_id);
@@ -60,12 +58,14 @@ impl Cluster {
         }
         let mut behind: Vec<(NodeId, String)> = Vec::new();
         while let Some(report) = reports.join_next().await {
-            match report {
-                Ok((_, Ok(()))) => {}
-                Ok((id, Err(why))) => behind.push((id, why)),
-                Err(e) => behind.push((0, format!("the question was lost: {e}"))),
+            if let Ok((id, applied)) = report {
+                unanswered.remove(&id);
+                if let Err(why) = applied {
+                    behind.push((id, why));
+                }
             }
         }
+        behind.extend(unanswered.into_iter().map(|id| (id, "the question was lost".to_string())));
         behind.sort();
         if behind.is_empty() {
             return Ok(());

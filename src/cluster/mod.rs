@@ -230,8 +230,7 @@ impl Cluster {
     /// Waits until this replica has applied everything committed before the call (read index
     /// obtained from the leader), so a read that follows is linearizable.
     pub async fn linearize(&self) -> Result<(), Error> {
-        let reply = self.submit(Forwarded::ReadIndex, Resend::Allowed, self.write_timeout).await?;
-        let ForwardedReply::ReadIndex(Some(index)) = reply else {
+        let Some(index) = self.read_index().await? else {
             return Ok(());
         };
         self.raft
@@ -240,6 +239,15 @@ impl Cluster {
             .await
             .map_err(|e| Error::no_leader(format!("this node did not catch up for a consistent read: {e}")))?;
         Ok(())
+    }
+
+    /// The leader's commit index once it confirmed its leadership (`None`: nothing committed
+    /// yet): every entry committed before the call lies at or below it.
+    pub(super) async fn read_index(&self) -> Result<Option<u64>, Error> {
+        match self.submit(Forwarded::ReadIndex, Resend::Allowed, self.write_timeout).await? {
+            ForwardedReply::ReadIndex(index) => Ok(index),
+            other => Err(Error::no_leader(format!("unexpected answer to a read index: {other:?}"))),
+        }
     }
 
     /// Runs `op` on the leader, wherever it is, until it succeeds, fails for good, or the

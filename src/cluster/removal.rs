@@ -120,31 +120,23 @@ pub async fn watch_membership(cluster: Arc<Cluster>) {
                 "node {} is no longer a member: the membership it applied does not list it",
                 cluster.node_id
             )),
+            // A leader that replicates to this node: it is a member.
+            Some(true) if cluster.metrics().current_leader.is_some() => {
+                leaderless_since = None;
+                None
+            }
             Some(true) => {
-                let leader = cluster.metrics().current_leader;
-                let since = match leader {
-                    Some(_) => {
-                        leaderless_since = None;
-                        None
-                    }
-                    None => Some(*leaderless_since.get_or_insert_with(tokio::time::Instant::now)),
-                };
-                match since {
-                    Some(since) if since.elapsed() >= LEADERLESS_BEFORE_ASKING => {
-                        match cluster.majority_says_removed().await {
-                            true => Some(format!(
-                                "node {} is no longer a member: a majority of the voters it knows list it no more \
-                                 (to add it back, stop it, empty its data directory and start it with --join)",
-                                cluster.node_id
-                            )),
-                            // Leaderless but still listed: keep whatever was decided (a removed node
-                            // whose peers stopped answering stays removed).
-                            false => cluster.removed(),
-                        }
-                    }
-                    Some(_) => cluster.removed(),
-                    // A leader that replicates to this node: it is a member.
-                    None => None,
+                let since = *leaderless_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= LEADERLESS_BEFORE_ASKING && cluster.majority_says_removed().await {
+                    Some(format!(
+                        "node {} is no longer a member: a majority of the voters it knows list it no more (to \
+                         add it back, stop it, empty its data directory and start it with --join)",
+                        cluster.node_id
+                    ))
+                } else {
+                    // Leaderless, not shown removed (yet): keep whatever was decided (a removed node
+                    // whose peers stopped answering stays removed).
+                    cluster.removed()
                 }
             }
         };
