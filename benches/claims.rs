@@ -18,8 +18,8 @@ use std::time::Duration;
 use std::time::Instant;
 
 use leafraft::cluster::Cluster;
-use raft::Request;
-use raft::Response;
+use leafraft_state::Request;
+use leafraft_state::Response;
 
 // The in-process benches' helpers; this one times whole rounds, not `N` calls.
 #[allow(dead_code)]

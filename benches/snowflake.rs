@@ -9,8 +9,8 @@ use std::time::Instant;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
-use leafraft::engine::snowflake::Generator;
-use leafraft::engine::snowflake::Layout;
+use leafraft_ids::snowflake::Generator;
+use leafraft_ids::snowflake::Layout;
 
 const LEAF: Layout = Layout { epoch_ms: 1_288_834_974_657, time_bits: 41, worker_bits: 10, sequence_bits: 12 };
 const RUN: Duration = Duration::from_secs(2);

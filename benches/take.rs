@@ -5,9 +5,9 @@ use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
-use leafraft::engine::IdRange;
-use leafraft::engine::SegmentBuffer;
-use leafraft::engine::Take;
+use leafraft_ids::IdRange;
+use leafraft_ids::SegmentBuffer;
+use leafraft_ids::Take;
 
 mod common;
 

@@ -8,11 +8,11 @@ use std::hint::black_box;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
-use leafraft::engine::timeseq::Layout;
-use leafraft::engine::timeseq::Parts;
-use leafraft::engine::timeseq::RangeHolder;
-use leafraft::engine::timeseq::SecondRange;
-use leafraft::engine::timeseq::Take;
+use leafraft_ids::timeseq::Layout;
+use leafraft_ids::timeseq::Parts;
+use leafraft_ids::timeseq::RangeHolder;
+use leafraft_ids::timeseq::SecondRange;
+use leafraft_ids::timeseq::Take;
 
 mod common;
 

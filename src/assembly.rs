@@ -9,10 +9,10 @@
 
 use std::sync::Arc;
 
+use leafraft_state::NodeId;
 use raft::guarded::Transport;
 use raft::network::IdentityCheck;
 use raft::AmnesiaGuard;
-use raft::NodeId;
 use raft::Raft;
 
 use crate::cluster::Cluster;

@@ -2,7 +2,7 @@
 //! `leafraft backup` writes and `leafraft recover --from` reads.
 //!
 //! Layout: [`MAGIC`] (16 bytes, readable with `head -c 15`), the format version (one byte), the
-//! bincode encoding of [`Backup`] (the one configuration of `raft::codec`), then a CRC-32 (IEEE,
+//! bincode encoding of [`Backup`] (the one configuration of `leafraft_state::codec`), then a CRC-32 (IEEE,
 //! little endian) of everything before it. bincode is positional: [`Backup`] and the types in it
 //! only gain fields at the end, and any change bumps [`FORMAT_VERSION`] (golden bytes in
 //! `backup/tests.rs` fail first). A reader refuses a bad magic, an unknown version, a checksum
@@ -14,9 +14,9 @@ use std::io;
 use std::io::Write;
 use std::path::Path;
 
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
-use raft::TimeseqRegistry;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
+use leafraft_state::TimeseqRegistry;
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -72,7 +72,7 @@ struct TagRecordV1 {
 impl From<TagRecordV1> for TagRecord {
     fn from(v1: TagRecordV1) -> TagRecord {
         let TagRecordV1 { max_id, step, description, created_at_ms, updated_at_ms } = v1;
-        TagRecord { max_id, step, description, created_at_ms, updated_at_ms, mode: raft::TagMode::Segment }
+        TagRecord { max_id, step, description, created_at_ms, updated_at_ms, mode: leafraft_state::TagMode::Segment }
     }
 }
 
@@ -107,7 +107,7 @@ pub enum BackupError {
 
 /// The file's bytes.
 pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
-    let body = raft::codec::encode(backup).map_err(|e| BackupError::Encode(e.to_string()))?;
+    let body = leafraft_state::codec::encode(backup).map_err(|e| BackupError::Encode(e.to_string()))?;
     let mut bytes = Vec::with_capacity(MAGIC.len() + 1 + body.len() + 4);
     bytes.extend_from_slice(MAGIC);
     bytes.push(FORMAT_VERSION);
@@ -136,9 +136,9 @@ pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     let body = &content[MAGIC.len() + 1..];
     let damaged = |e: bincode::error::DecodeError| BackupError::Damaged(e.to_string());
     if version == 1 {
-        return raft::codec::decode::<BackupV1>(body).map(Backup::from).map_err(damaged);
+        return leafraft_state::codec::decode::<BackupV1>(body).map(Backup::from).map_err(damaged);
     }
-    raft::codec::decode(body).map_err(damaged)
+    leafraft_state::codec::decode(body).map_err(damaged)
 }
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the whole new one: a

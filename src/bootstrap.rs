@@ -24,11 +24,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use openraft::ServerState;
 use raft::network::identity::hex_id;
 use raft::network::identity::MembershipMark;
-use raft::Node;
-use raft::NodeId;
 
 use crate::cluster::Cluster;
 use crate::cluster::Hello;
@@ -334,7 +334,7 @@ pub async fn keep_identity_current(cluster: Arc<Cluster>) {
 }
 
 /// The first leader of a new cluster commits the cluster ID every initial member derives from
-/// the initial membership ([`raft::node::derive_cluster_id`]); a later leader finishes the job
+/// the initial membership ([`leafraft_state::node::derive_cluster_id`]); a later leader finishes the job
 /// if the first one lost leadership before it committed.
 pub async fn commit_cluster_id(cluster: Arc<Cluster>) {
     let mut rx = cluster.raft().metrics();
@@ -350,8 +350,8 @@ pub async fn commit_cluster_id(cluster: Arc<Cluster>) {
             (metrics.state == ServerState::Leader, nodes.collect::<BTreeMap<_, _>>())
         };
         if leads && !members.is_empty() {
-            let cluster_id = raft::node::derive_cluster_id(&members);
-            match cluster.raft().client_write(raft::Request::SetClusterId { cluster_id }).await {
+            let cluster_id = leafraft_state::node::derive_cluster_id(&members);
+            match cluster.raft().client_write(leafraft_state::Request::SetClusterId { cluster_id }).await {
                 Ok(_) => continue,
                 Err(e) => tracing::debug!(error = %e, "cannot commit the cluster ID yet"),
             }

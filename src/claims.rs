@@ -21,9 +21,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use raft::Claim;
-use raft::Request;
-use raft::Response;
+use leafraft_state::Claim;
+use leafraft_state::Request;
+use leafraft_state::Response;
 
 use crate::batch_queue::BatchAnswer;
 use crate::batch_queue::BatchFuture;
@@ -43,7 +43,7 @@ const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
 /// The most bytes one batch's claims may take encoded: a proposed request must stay within
 /// `MAX_REQUEST_BYTES`; the rest is room for the entry's own framing.
-const MAX_BATCH_BYTES: usize = raft::codec::MAX_REQUEST_BYTES - 1024;
+const MAX_BATCH_BYTES: usize = leafraft_state::codec::MAX_REQUEST_BYTES - 1024;
 
 pub type WriteFuture<'a> = Pin<Box<dyn Future<Output = Result<Response, Error>> + Send + 'a>>;
 
@@ -62,7 +62,7 @@ impl ClaimWriter for Cluster {
     }
 
     fn batches_allowed(&self) -> bool {
-        self.cluster_version() >= raft::Version::CLAIM_BATCHES
+        self.cluster_version() >= leafraft_state::Version::CLAIM_BATCHES
     }
 }
 
@@ -162,7 +162,7 @@ impl ThroughRaft {
     }
 }
 
-/// The bytes `claim` takes in a batch (fixed-width integers: see `raft::codec`).
+/// The bytes `claim` takes in a batch (fixed-width integers: see `leafraft_state::codec`).
 fn encoded_len(claim: &Claim) -> usize {
     const VARIANT: usize = 4;
     const LEN: usize = 8;

@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::sync::MutexGuard;
 use std::time::Duration;
 
-use raft::Node;
-use raft::NodeId;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 
 use crate::clock::millis;
 use crate::clock::now_ms;

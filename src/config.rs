@@ -18,7 +18,7 @@ use crate::clock::millis;
 use crate::credentials::Credentials;
 use crate::segments::SegmentConfig;
 use crate::snowflakes::SnowflakeConfig;
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 /// How a node with an empty data directory joins the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -298,9 +298,9 @@ impl Config {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(1000),
             max_in_snapshot_log_to_keep: 1000,
             purge_batch_size: 256,
-            // The largest `/raft/*` body follows from these two (`raft::codec::MAX_RPC_BYTES`).
-            snapshot_max_chunk_size: raft::codec::SNAPSHOT_CHUNK_BYTES,
-            max_payload_entries: raft::codec::MAX_PAYLOAD_ENTRIES,
+            // The largest `/raft/*` body follows from these two (`leafraft_state::codec::MAX_RPC_BYTES`).
+            snapshot_max_chunk_size: leafraft_state::codec::SNAPSHOT_CHUNK_BYTES,
+            max_payload_entries: leafraft_state::codec::MAX_PAYLOAD_ENTRIES,
             ..Default::default()
         };
         config.validate().map_err(|e| format!("invalid Raft timing: {e}"))

@@ -158,7 +158,7 @@ impl ClientToken {
                     return Err(format!("the client token of {name}: an empty tag list (leave it out for every tag)"));
                 }
                 for tag in &tags {
-                    raft::tag::validate_tag(tag).map_err(|e| format!("the client token of {name}: {e}"))?;
+                    leafraft_state::tag::validate_tag(tag).map_err(|e| format!("the client token of {name}: {e}"))?;
                 }
                 Some(tags)
             }

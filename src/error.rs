@@ -158,8 +158,8 @@ impl Error {
     }
 
     /// Maps a state-machine rejection of a request about `tag` to its API error.
-    pub fn from_rejection(tag: &str, rejection: &raft::Rejection) -> Error {
-        use raft::Rejection;
+    pub fn from_rejection(tag: &str, rejection: &leafraft_state::Rejection) -> Error {
+        use leafraft_state::Rejection;
         match rejection {
             Rejection::TagNotFound => Error::tag_not_found(tag),
             Rejection::TagExists => Error::new(ErrorCode::TagExists, format!("tag '{tag}' already exists")),

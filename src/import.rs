@@ -114,16 +114,16 @@ fn parse_row(line: usize, fields: &[&str]) -> Result<Row, String> {
         ));
     }
     let tag = fields[0].trim();
-    raft::tag::validate_tag(tag)?;
-    let max_id = number("max_id", fields[1], raft::tag::MAX_ID_LIMIT)?;
-    let step = number("step", fields[2], raft::tag::MAX_STEP)?;
+    leafraft_state::tag::validate_tag(tag)?;
+    let max_id = number("max_id", fields[1], leafraft_state::tag::MAX_ID_LIMIT)?;
+    let step = number("step", fields[2], leafraft_state::tag::MAX_STEP)?;
     let description = match fields.get(3) {
         None => None,
         Some(field) if is_null(field) => None,
         Some(field) => Some(unescape(field)),
     };
     if let Some(description) = &description {
-        raft::tag::validate_description(description)?;
+        leafraft_state::tag::validate_description(description)?;
     }
     Ok(Row { line, tag: tag.to_string(), max_id, step, description })
 }

@@ -12,11 +12,9 @@
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
-//! - [`engine`]: the pure ID engines (segment double buffer, dynamic step, snowflake generator,
-//!   time-sequence layout and range holder), re-exported from the `leafraft-ids` crate that the
-//!   client library (`leafraft-client`) shares.
-//! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the engines with
-//!   Raft-committed
+//! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the pure ID engines of
+//!   the `leafraft-ids` crate (segment double buffer, dynamic step, snowflake generator,
+//!   time-sequence layout and range holder; the client library shares it) with Raft-committed
 //!   claims and worker leases.
 //! - [`services`]: `IdServices`, the ID services of one node built in one place (serve and the
 //!   in-process suite).
@@ -30,7 +28,9 @@
 //! - [`recover`]: `leafraft recover`, a new cluster from a survivor or a backup after a lost
 //!   majority, with the pure safety margin.
 //!
-//! The Raft types, commands and state machine live in the `raft` crate, sled in `storage`.
+//! Beside this crate: the commands, records and state machine are the `leafraft-state` crate
+//! (`state/`), the Raft network between nodes is `raft`, sled is `storage`, the ID engines are
+//! `leafraft-ids` (`ids/`); each is imported from the crate that defines it.
 
 pub mod api;
 pub mod assembly;
@@ -45,7 +45,6 @@ pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod credentials;
-pub mod engine;
 pub mod error;
 pub mod failstop;
 pub mod import;

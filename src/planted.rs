@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::OnceLock;
 
-use crate::engine::segment::IdRange;
-use crate::engine::timeseq::SecondRange;
+use leafraft_ids::segment::IdRange;
+use leafraft_ids::timeseq::SecondRange;
 
 /// A bug the chaos suite must catch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,7 +176,7 @@ pub fn timeseq_extra_range(
 pub fn arm_in_apply() {
     if active() == Some(PlantedBug::BatchFirstClaimOnly) {
         tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
-        raft::planted::arm_apply_only_first_claim();
+        leafraft_state::planted::arm_apply_only_first_claim();
     }
 }
 

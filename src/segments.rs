@@ -22,19 +22,19 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
-use raft::TagMode;
+use leafraft_state::TagMode;
 use tokio::sync::Notify;
 
 use crate::claims::ClaimBatcher;
 use crate::cluster::Cluster;
-use crate::engine::segment::Switch;
-use crate::engine::IdRange;
-use crate::engine::SegmentBuffer;
-use crate::engine::StepPolicy;
-use crate::engine::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
+use leafraft_ids::segment::Switch;
+use leafraft_ids::IdRange;
+use leafraft_ids::SegmentBuffer;
+use leafraft_ids::StepPolicy;
+use leafraft_ids::Take;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -314,7 +314,7 @@ impl Segments {
     }
 
     fn create_buffer(&self, tag: &str) -> Result<Arc<TagBuffer>, Error> {
-        raft::tag::validate_tag(tag).map_err(Error::invalid)?;
+        leafraft_state::tag::validate_tag(tag).map_err(Error::invalid)?;
         self.cluster.ensure_serving()?;
         if !self.cluster.read(|sm| sm.tags.contains_key(tag)) {
             return Err(Error::tag_not_found(tag));

@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::TlsFiles;
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 pub use listener::PeerInfo;
 pub use listener::TlsListener;

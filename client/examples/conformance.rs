@@ -24,12 +24,12 @@ use std::time::Duration;
 use std::time::Instant;
 use std::time::SystemTime;
 
-use leafraft_client::decode::Layout;
 use leafraft_client::Client;
 use leafraft_client::ClientError;
 use leafraft_client::ErrorCode;
 use leafraft_client::NewNamespace;
 use leafraft_client::NewTag;
+use leafraft_ids::snowflake::Layout;
 
 fn now_micros() -> u128 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_micros())

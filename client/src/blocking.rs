@@ -93,7 +93,7 @@ impl Segment {
 }
 
 impl Monotonic {
-    pub fn next_range(&self, count: u64) -> Result<crate::IdRange, ClientError> {
+    pub fn next_range(&self, count: u64) -> Result<leafraft_ids::IdRange, ClientError> {
         self.runtime.block_on(self.inner.next_range(count))
     }
 

@@ -6,9 +6,8 @@ use serde::Deserialize;
 use serde::Deserializer;
 use serde::Serializer;
 
-pub use leafraft_ids::snowflake::Layout;
-pub use leafraft_ids::snowflake::Parts;
-pub use leafraft_ids::IdRange;
+use leafraft_ids::snowflake::Layout;
+use leafraft_ids::snowflake::Parts;
 
 use crate::ClientError;
 

@@ -72,7 +72,6 @@ pub use client::Client;
 pub use client::ClientBuilder;
 pub use error::ClientError;
 pub use error::ErrorCode;
-pub use leafraft_ids::IdRange;
 pub use monotonic::Monotonic;
 pub use segment::NextId;
 pub use segment::Segment;

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::decode::decimal;
 use crate::decode::decimal_option;
-use crate::decode::IdRange;
+use leafraft_ids::IdRange;
 
 type Extra = serde_json::Map<String, serde_json::Value>;
 
@@ -184,9 +184,9 @@ pub struct SnowflakeLayout {
     pub sequence_bits: u8,
 }
 
-impl From<SnowflakeLayout> for crate::decode::Layout {
-    fn from(layout: SnowflakeLayout) -> crate::decode::Layout {
-        crate::decode::Layout {
+impl From<SnowflakeLayout> for leafraft_ids::snowflake::Layout {
+    fn from(layout: SnowflakeLayout) -> leafraft_ids::snowflake::Layout {
+        leafraft_ids::snowflake::Layout {
             epoch_ms: layout.epoch_ms,
             time_bits: layout.time_bits,
             worker_bits: layout.worker_bits,

@@ -14,7 +14,7 @@ pub const SMALL_STEP_BACK_MS: u64 = 5;
 
 /// How snowflake IDs are laid out: 1 sign bit, then time, worker and sequence bits.
 ///
-/// The one definition: the replicated state records this type (`raft::SnowflakeLayout` is a
+/// The one definition: the replicated state records this type (`leafraft_ids::snowflake::Layout` is a
 /// re-export) and persists it through the field order `leafraft-state`'s `records` fixes, so the
 /// engine itself stays free of serde. The field types are the persisted ones: change none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

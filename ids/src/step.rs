@@ -5,7 +5,7 @@
 //! own, with ranges meant to last about a second.
 //!
 //! Which "max step" applies where: Leaf's `MAX_STEP`, 1,000,000, is how far the segment buffers'
-//! dynamic step grows ([`StepPolicy::LEAF`]`.max_step`); `raft::tag::MAX_STEP`, 10,000,000, is the
+//! dynamic step grows ([`StepPolicy::LEAF`]`.max_step`); `leafraft_state::tag::MAX_STEP`, 10,000,000, is the
 //! largest step a tag may be configured with and the most one claim may ask for, which is also
 //! where the sequencer's dynamic step stops.
 

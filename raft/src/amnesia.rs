@@ -41,9 +41,9 @@ use std::sync::PoisonError;
 use openraft::raft::AppendEntriesResponse;
 use tokio::sync::watch;
 
-use crate::typ;
-use crate::LocalDurability;
-use crate::NodeId;
+use leafraft_durability::LocalDurability;
+use leafraft_state::typ;
+use leafraft_state::NodeId;
 
 /// The error code of the refusal, in the API's error shape.
 pub const AMNESIAC_CODE: &str = "MEMBER_AMNESIAC";

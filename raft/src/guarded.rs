@@ -19,10 +19,10 @@ use openraft::RaftNetwork;
 use openraft::RaftNetworkFactory;
 
 use crate::amnesia::AmnesiaGuard;
-use crate::typ;
-use crate::Node;
-use crate::NodeId;
-use crate::TypeConfig;
+use leafraft_state::typ;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
+use leafraft_state::TypeConfig;
 
 /// What a [`Link`] brought back from one append.
 #[derive(Debug)]

@@ -83,9 +83,9 @@ pub fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, 
     integer(deserializer, &format!("count must be an integer from 1 to {MAX_COUNT}"))
 }
 
-/// `step` in a tag's body: an integer from 1 to `raft::tag::MAX_STEP` (not "expected u64").
+/// `step` in a tag's body: an integer from 1 to `leafraft_state::tag::MAX_STEP` (not "expected u64").
 pub fn step<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    integer(deserializer, &format!("step must be an integer from 1 to {}", raft::tag::MAX_STEP))
+    integer(deserializer, &format!("step must be an integer from 1 to {}", leafraft_state::tag::MAX_STEP))
 }
 
 /// `shard` in a time-sequence request: 0 to 2^shard_bits − 1 of the namespace.
@@ -141,7 +141,7 @@ impl utoipa::PartialSchema for MaxId {
             .description(Some(format!(
                 "A max_id as a JSON number or a decimal string (JavaScript cannot hold every 64-bit integer), \
                  1 to {}",
-                raft::tag::MAX_ID_LIMIT
+                leafraft_state::tag::MAX_ID_LIMIT
             )))
             .examples([serde_json::json!("5000")])
             .into()
@@ -168,9 +168,9 @@ impl<'de> Deserialize<'de> for MaxId {
                 s.trim().parse::<i128>().map_err(|_| serde::de::Error::custom(format!("'{s}' is not an integer")))?
             }
         };
-        let value = u64::try_from(value).ok().filter(|v| raft::tag::validate_max_id(*v).is_ok()).ok_or_else(|| {
-            serde::de::Error::custom(format!("max_id must be between 1 and {}", raft::tag::MAX_ID_LIMIT))
-        })?;
+        let value = u64::try_from(value).ok().filter(|v| leafraft_state::tag::validate_max_id(*v).is_ok()).ok_or_else(
+            || serde::de::Error::custom(format!("max_id must be between 1 and {}", leafraft_state::tag::MAX_ID_LIMIT)),
+        )?;
         Ok(MaxId(value))
     }
 }

@@ -13,7 +13,7 @@ use crate::api::AppState;
 use crate::cluster::check_addr;
 use crate::cluster::ClusterStatus;
 use crate::error::Error;
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -151,6 +151,6 @@ pub async fn remove_member(
     )
 )]
 pub async fn noop(State(state): State<AppState>) -> Result<Json<ClusterStatus>, Error> {
-    state.cluster.write(raft::Request::Noop).await?;
+    state.cluster.write(leafraft_state::Request::Noop).await?;
     Ok(Json(state.cluster.status()))
 }

@@ -12,9 +12,9 @@ use crate::api::body::WholeBody;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
-use raft::ImportRow;
-use raft::Request;
-use raft::Response;
+use leafraft_state::ImportRow;
+use leafraft_state::Request;
+use leafraft_state::Response;
 
 /// The most tags one import request carries.
 pub const MAX_IMPORT_ROWS: usize = 1000;
@@ -74,12 +74,13 @@ pub async fn import(State(state): State<AppState>, WholeBody(bytes): WholeBody) 
         .map(|t| ImportRow { tag: t.tag, max_id: t.max_id.0, step: t.step, description: t.description })
         .collect();
     let request = Request::ImportTags { rows, now_ms: now_ms() };
-    let size =
-        raft::codec::encode(&request).map_err(|e| Error::invalid(format!("cannot encode the batch: {e}")))?.len();
-    if size > raft::codec::MAX_REQUEST_BYTES {
+    let size = leafraft_state::codec::encode(&request)
+        .map_err(|e| Error::invalid(format!("cannot encode the batch: {e}")))?
+        .len();
+    if size > leafraft_state::codec::MAX_REQUEST_BYTES {
         return Err(Error::invalid(format!(
             "the batch takes {size} bytes, over the {} a Raft entry may; send fewer tags per request",
-            raft::codec::MAX_REQUEST_BYTES
+            leafraft_state::codec::MAX_REQUEST_BYTES
         )));
     }
     match state.cluster.write(request).await? {

@@ -13,8 +13,8 @@ use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::timeseq::NamespaceState;
-use raft::timeseq as limits;
-use raft::NamespaceRecord;
+use leafraft_state::timeseq as limits;
+use leafraft_state::NamespaceRecord;
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -150,14 +150,14 @@ pub async fn create(
         description: create.description.unwrap_or_default(),
         created_at_ms: now_ms(),
     };
-    raft::tag::validate_tag(&create.namespace).and_then(|()| record.validate()).map_err(Error::invalid)?;
-    let request = raft::Request::CreateNamespace { namespace: create.namespace.clone(), record };
+    leafraft_state::tag::validate_tag(&create.namespace).and_then(|()| record.validate()).map_err(Error::invalid)?;
+    let request = leafraft_state::Request::CreateNamespace { namespace: create.namespace.clone(), record };
     match state.cluster.write(request).await? {
-        raft::Response::Namespace { namespace, record } => {
+        leafraft_state::Response::Namespace { namespace, record } => {
             tracing::info!(namespace = %namespace, "time-sequence namespace created");
             Ok((StatusCode::CREATED, Json(view(&namespace, &record, None))))
         }
-        raft::Response::Rejected(rejection) => Err(Error::from_rejection(&create.namespace, &rejection)),
+        leafraft_state::Response::Rejected(rejection) => Err(Error::from_rejection(&create.namespace, &rejection)),
         other => Err(Error::no_leader(format!("unexpected answer to a create: {other:?}"))),
     }
 }

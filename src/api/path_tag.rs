@@ -10,7 +10,7 @@ use std::convert::Infallible;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use raft::tag::MAX_TAG_LEN;
+use leafraft_state::tag::MAX_TAG_LEN;
 
 use crate::error::Error;
 
@@ -27,7 +27,7 @@ impl TagName {
         let decoded = percent_encoding::percent_decode_str(segment)
             .decode_utf8()
             .map_err(|_| "the tag in the path is not UTF-8 once decoded".to_string())?;
-        raft::tag::validate_tag(&decoded)?;
+        leafraft_state::tag::validate_tag(&decoded)?;
         let mut bytes = [0; MAX_TAG_LEN];
         bytes[..decoded.len()].copy_from_slice(decoded.as_bytes());
         let len = u8::try_from(decoded.len()).map_err(|_| "the tag is too long".to_string())?;

@@ -13,7 +13,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::engine::IdRange;
+use leafraft_ids::IdRange;
 
 /// The last millisecond of year 9999, the latest time RFC 3339 (four-digit years) can write.
 const LAST_RFC3339_MS: u64 = 253_402_300_799_999;

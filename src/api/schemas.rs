@@ -109,7 +109,7 @@ pub struct SnowflakeReadiness {
 pub struct BackupFile(pub Vec<u8>);
 
 /// How snowflake IDs are laid out (1 sign bit, then time, worker and sequence bits); recorded in
-/// the cluster at first start. Mirrors `raft::SnowflakeLayout` (checked by a test).
+/// the cluster at first start. Mirrors `leafraft_ids::snowflake::Layout` (checked by a test).
 #[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnowflakeLayout {

@@ -18,10 +18,10 @@ use crate::api::respond::leaf_error;
 use crate::api::respond::leaf_text;
 use crate::api::respond::push_id_list;
 use crate::api::AppState;
-use crate::engine::IdRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use raft::TagMode;
+use leafraft_ids::IdRange;
+use leafraft_state::TagMode;
 
 /// Leaf's segment codes: −1 not initialised, −2 unknown tag, −3 both segments not ready; −5 is
 /// leafraft's for an exhausted tag.

@@ -180,8 +180,8 @@ pub struct WorkerView {
 pub struct WorkersView {
     /// The layout recorded in the cluster (null until the first node serving snowflake records it).
     #[schema(value_type = Option<crate::api::schemas::SnowflakeLayout>)]
-    #[serde(with = "raft::records::optional_snowflake_layout")]
-    pub layout: Option<raft::SnowflakeLayout>,
+    #[serde(with = "leafraft_state::records::optional_snowflake_layout")]
+    pub layout: Option<leafraft_ids::snowflake::Layout>,
     pub workers: Vec<WorkerView>,
     /// This node's snowflake state (its worker, window, clock check).
     pub this_node: SnowflakeStatus,

@@ -47,8 +47,8 @@ pub struct Page {
     pub tag_count: usize,
     /// What the search box asked for (`?tag=`).
     pub tag_search: Option<String>,
-    pub layout: Option<raft::SnowflakeLayout>,
-    pub workers: Vec<(u32, raft::WorkerLease)>,
+    pub layout: Option<leafraft_ids::snowflake::Layout>,
+    pub workers: Vec<(u32, leafraft_state::WorkerLease)>,
     pub snowflake: SnowflakeStatus,
     pub years_left: f64,
     pub timeseq: timeseq::Section,

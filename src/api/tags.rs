@@ -19,10 +19,10 @@ use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::segments::BufferState;
-use raft::Request;
-use raft::Response;
-use raft::TagMode;
-use raft::TagRecord;
+use leafraft_state::Request;
+use leafraft_state::Response;
+use leafraft_state::TagMode;
+use leafraft_state::TagRecord;
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -244,7 +244,7 @@ pub async fn get(
     params: Result<Query<ReadParams>, QueryRejection>,
 ) -> Result<Json<TagView>, Error> {
     let tag = body::path(tag)?;
-    raft::tag::validate_tag(&tag).map_err(Error::invalid)?;
+    leafraft_state::tag::validate_tag(&tag).map_err(Error::invalid)?;
     prepare_read(&state, params).await?;
     let view = state.cluster.read(|sm| sm.tags.get(&tag).map(|record| TagView::new(&tag, record)));
     let mut view = view.ok_or_else(|| Error::tag_not_found(&tag))?;
@@ -277,9 +277,9 @@ pub async fn create(
     let description = create.description.unwrap_or_default();
     let max_id = create.max_id.map_or(1, |MaxId(v)| v);
     let step = create.step.unwrap_or(1000);
-    raft::tag::validate_tag(&create.tag)
-        .and_then(|()| raft::tag::validate_step(step))
-        .and_then(|()| raft::tag::validate_description(&description))
+    leafraft_state::tag::validate_tag(&create.tag)
+        .and_then(|()| leafraft_state::tag::validate_step(step))
+        .and_then(|()| leafraft_state::tag::validate_description(&description))
         .map_err(Error::invalid)?;
     let tag = create.tag.clone();
     let request = match parse_mode(create.mode.as_deref())? {
@@ -317,10 +317,10 @@ pub async fn update(
     WholeBody(bytes): WholeBody,
 ) -> Result<Json<TagView>, Error> {
     let tag = body::path(tag)?;
-    raft::tag::validate_tag(&tag).map_err(Error::invalid)?;
+    leafraft_state::tag::validate_tag(&tag).map_err(Error::invalid)?;
     let update: UpdateTag = body::json(&bytes)?;
-    update.step.map_or(Ok(()), raft::tag::validate_step).map_err(Error::invalid)?;
-    update.description.as_deref().map_or(Ok(()), raft::tag::validate_description).map_err(Error::invalid)?;
+    update.step.map_or(Ok(()), leafraft_state::tag::validate_step).map_err(Error::invalid)?;
+    update.description.as_deref().map_or(Ok(()), leafraft_state::tag::validate_description).map_err(Error::invalid)?;
     let mode = parse_mode(update.mode.as_deref())?;
     // The mode goes first: a refused move back to segment changes nothing else either.
     if let Some(mode) = mode {

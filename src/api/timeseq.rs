@@ -19,11 +19,11 @@ use crate::api::respond::leaf_error;
 use crate::api::respond::leaf_text;
 use crate::api::respond::rfc3339;
 use crate::api::AppState;
-use crate::engine::timeseq::layout::check_prefix;
-use crate::engine::timeseq::Layout;
-use crate::engine::timeseq::Parts;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use leafraft_ids::timeseq::layout::check_prefix;
+use leafraft_ids::timeseq::Layout;
+use leafraft_ids::timeseq::Parts;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

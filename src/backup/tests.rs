@@ -1,7 +1,7 @@
 //! Golden bytes of the backup file, and every way a file is refused.
 
-use raft::SnowflakeLayout;
-use raft::WorkerLease;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_state::WorkerLease;
 
 use super::*;
 
@@ -16,7 +16,7 @@ fn backup() -> Backup {
         description: "ids".into(),
         created_at_ms: 7,
         updated_at_ms: 8,
-        mode: raft::TagMode::Segment,
+        mode: leafraft_state::TagMode::Segment,
     };
     let lease = WorkerLease {
         holder: Some(2),
@@ -97,9 +97,9 @@ fn golden_bytes() {
     assert_eq!(decode(&bytes).expect("decode"), backup);
 }
 
-fn namespace() -> raft::NamespaceRecord {
-    raft::NamespaceRecord {
-        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+fn namespace() -> leafraft_state::NamespaceRecord {
+    leafraft_state::NamespaceRecord {
+        epoch_s: leafraft_state::timeseq::DEFAULT_EPOCH_S,
         utc_offset_s: 8 * 3600,
         shard_bits: 12,
         seq_bits: 19,

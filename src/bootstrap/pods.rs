@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use raft::network::identity::hex_id;
-use raft::Node;
-use raft::NodeId;
 
 use super::incarnation;
 use super::initialise;

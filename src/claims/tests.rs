@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
-use raft::IdStateMachine;
+use leafraft_state::IdStateMachine;
 use tokio::sync::Semaphore;
 
 use super::*;
@@ -193,7 +193,7 @@ async fn a_refused_claim_in_a_batch_refuses_only_itself() {
     held.into_iter().next().expect("one").await.expect("task").expect("claim");
     let mut queued = queued.into_iter();
     let missing = queued.next().expect("missing").await.expect("task").expect("answered");
-    assert_eq!(missing, Response::Rejected(raft::Rejection::TagNotFound));
+    assert_eq!(missing, Response::Rejected(leafraft_state::Rejection::TagNotFound));
     assert_eq!(
         queued.next().expect("a").await.expect("task").expect("answered"),
         Response::Segment { start: 2, end: 6 }
@@ -203,15 +203,16 @@ async fn a_refused_claim_in_a_batch_refuses_only_itself() {
 /// The batcher's size estimate is the encoded size, so a full batch stays under the request limit.
 #[test]
 fn a_full_batch_fits_in_one_request() {
-    let long = "t".repeat(raft::tag::MAX_TAG_LEN);
+    let long = "t".repeat(leafraft_state::tag::MAX_TAG_LEN);
     let claims = [
         Claim::Segment { tag: long.clone(), step: 1 },
         Claim::Monotonic { tag: "x".into(), step: u64::MAX },
         Claim::Timeseq { namespace: long.clone(), second: 1, count: 2, now_ms: 3 },
     ];
-    let empty = raft::codec::encode(&Request::ClaimBatch { claims: vec![] }).expect("encode").len();
+    let empty = leafraft_state::codec::encode(&Request::ClaimBatch { claims: vec![] }).expect("encode").len();
     for claim in &claims {
-        let one = raft::codec::encode(&Request::ClaimBatch { claims: vec![claim.clone()] }).expect("encode").len();
+        let one =
+            leafraft_state::codec::encode(&Request::ClaimBatch { claims: vec![claim.clone()] }).expect("encode").len();
         assert_eq!(one - empty, encoded_len(claim), "{claim:?}");
     }
     let mut full = Vec::new();
@@ -220,8 +221,8 @@ fn a_full_batch_fits_in_one_request() {
         bytes += encoded_len(&claims[2]);
         full.push(claims[2].clone());
     }
-    let encoded = raft::codec::encode(&Request::ClaimBatch { claims: full }).expect("encode");
-    assert!(encoded.len() <= raft::codec::MAX_REQUEST_BYTES, "{} bytes", encoded.len());
+    let encoded = leafraft_state::codec::encode(&Request::ClaimBatch { claims: full }).expect("encode");
+    assert!(encoded.len() <= leafraft_state::codec::MAX_REQUEST_BYTES, "{} bytes", encoded.len());
 }
 
 /// A wave of claims larger than one entry (a node's prefetch for thousands of namespaces) does

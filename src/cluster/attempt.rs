@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use leafraft_state::typ;
 use openraft::error::ChangeMembershipError;
 use openraft::error::CheckIsLeaderError;
 use openraft::error::ClientWriteError;
 use openraft::error::RaftError;
-use raft::typ;
 use tokio::time::Instant;
 
 use crate::error::Error;

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use raft::NodeId;
+use leafraft_state::NodeId;
 use raft::Raft;
 use tokio::time::Instant;
 
@@ -38,7 +38,7 @@ impl Cluster {
     pub async fn confirm_every_member_applied(&self, what: &str) -> Result<(), Error> {
         let index = self.read_index().await?.unwrap_or(0);
         let wait = MEMBERS_WAIT.min(self.write_timeout);
-        let members: Vec<(NodeId, raft::Node)> = {
+        let members: Vec<(NodeId, leafraft_state::Node)> = {
             let metrics = self.metrics();
             metrics.membership_config.membership().nodes().map(|(id, node)| (*id, node.clone())).collect()
         };
@@ -102,7 +102,7 @@ async fn applied_within(raft: &Raft, index: u64, wait: Duration) -> Result<(), S
 async fn applied_at(
     peers: &dyn Peers,
     id: NodeId,
-    node: &raft::Node,
+    node: &leafraft_state::Node,
     index: u64,
     wait: Duration,
 ) -> Result<(), String> {

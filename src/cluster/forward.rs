@@ -20,11 +20,11 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use raft::network::IdentityCheck;
 use raft::network::PostError;
 use raft::network::Sender;
-use raft::Node;
-use raft::NodeId;
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -39,12 +39,12 @@ pub const HELLO_PATH: &str = "/raft/hello";
 /// The largest forwarded body accepted: the largest request a node proposes
 /// (`MAX_REQUEST_BYTES`) with room for the `Forwarded` envelope. A larger entry in the log could
 /// make `AppendEntries` grow past what peers accept.
-pub const MAX_FORWARD_BYTES: usize = raft::codec::MAX_REQUEST_BYTES + 1024;
+pub const MAX_FORWARD_BYTES: usize = leafraft_state::codec::MAX_REQUEST_BYTES + 1024;
 
 /// An operation a node sends to the leader over `/raft/forward`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Forwarded {
-    Write(raft::Request),
+    Write(leafraft_state::Request),
     AddLearner {
         node_id: NodeId,
         addr: String,
@@ -90,7 +90,7 @@ pub struct MonotonicTake {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ForwardedReply {
-    Written(raft::Response),
+    Written(leafraft_state::Response),
     Done,
     ReadIndex(Option<u64>),
     /// IDs of a monotonic tag as increasing half-open ranges `(start, end)`.
@@ -244,14 +244,14 @@ pub fn routes(cluster: Arc<Cluster>) -> Router {
 /// `POST /raft/hello` (empty body): this node's identity, cluster ID, whether it has a Raft
 /// state, and the members it knows, bincode-encoded.
 async fn hello(State(cluster): State<Arc<Cluster>>) -> Response {
-    match raft::codec::encode(&cluster.hello_answer()) {
+    match leafraft_state::codec::encode(&cluster.hello_answer()) {
         Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode hello: {e}")).into_response(),
     }
 }
 
 async fn receive(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
-    let op: Forwarded = match raft::codec::decode(&body) {
+    let op: Forwarded = match leafraft_state::codec::decode(&body) {
         Ok(op) => op,
         Err(e) => return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response(),
     };
@@ -261,21 +261,21 @@ async fn receive(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
         }
     }
     let reply: Result<ForwardedReply, ForwardError> = cluster.execute_forwarded(op).await;
-    match raft::codec::encode(&reply) {
+    match leafraft_state::codec::encode(&reply) {
         Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode reply: {e}")).into_response(),
     }
 }
 
-/// A member address: `HOST:PORT`, at most `raft::codec::MAX_ADDR_LEN` bytes (it travels in every
+/// A member address: `HOST:PORT`, at most `leafraft_state::codec::MAX_ADDR_LEN` bytes (it travels in every
 /// membership entry and snapshot).
 pub fn check_addr(addr: &str) -> Result<(), Error> {
     let valid = addr.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
     if !valid {
         return Err(Error::invalid(format!("addr '{}' is not HOST:PORT", addr.escape_debug())));
     }
-    if addr.len() > raft::codec::MAX_ADDR_LEN {
-        return Err(Error::invalid(format!("addr is longer than {} bytes", raft::codec::MAX_ADDR_LEN)));
+    if addr.len() > leafraft_state::codec::MAX_ADDR_LEN {
+        return Err(Error::invalid(format!("addr is longer than {} bytes", leafraft_state::codec::MAX_ADDR_LEN)));
     }
     Ok(())
 }
@@ -286,7 +286,7 @@ mod tests {
 
     #[test]
     fn member_addresses_are_host_port_of_bounded_length() {
-        let longest = format!("{}:65535", "h".repeat(raft::codec::MAX_ADDR_LEN - 6));
+        let longest = format!("{}:65535", "h".repeat(leafraft_state::codec::MAX_ADDR_LEN - 6));
         for ok in ["127.0.0.1:8080", "[::1]:9000", "node-1.example.com:1", longest.as_str()] {
             assert!(check_addr(ok).is_ok(), "{ok}");
         }

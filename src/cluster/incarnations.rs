@@ -17,11 +17,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use openraft::ChangeMembers;
 use openraft::ServerState;
 use raft::network::identity::hex_id;
-use raft::Node;
-use raft::NodeId;
 use tokio::time::Instant;
 
 use super::attempt::Attempt;

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use tokio::time::Instant;
 
-use crate::engine::IdRange;
+use leafraft_ids::IdRange;
 
 /// This leader's ranges of one tag, all claimed in `term`.
 pub(super) struct Lane {

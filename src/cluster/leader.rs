@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use openraft::ChangeMembers;
-use raft::Node;
-use raft::NodeId;
 use tokio::time::Instant;
 
 use crate::cluster::attempt::confirm_leadership;
@@ -86,7 +86,11 @@ impl Cluster {
         }
     }
 
-    async fn execute_write(&self, request: raft::Request, deadline: Instant) -> Result<ForwardedReply, Attempt> {
+    async fn execute_write(
+        &self,
+        request: leafraft_state::Request,
+        deadline: Instant,
+    ) -> Result<ForwardedReply, Attempt> {
         // The leader judges again: its cluster version is the newest, and it hears every member.
         self.check_cluster_version(&request, true).map_err(Attempt::Failed)?;
         let remaining = deadline.saturating_duration_since(Instant::now());

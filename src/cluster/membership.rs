@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use openraft::ChangeMembers;
 use openraft::ServerState;
 use raft::network::identity::hex_id;
-use raft::Node;
-use raft::NodeId;
 use tokio::time::Instant;
 
 use super::Attempt;
@@ -186,7 +186,7 @@ impl Cluster {
 
 /// `Ok(lag)` when this node leads and its replication to `node_id` has matched within
 /// [`MAX_PROMOTION_LAG`] entries of its last log index; otherwise what is missing.
-pub fn replication_lag(metrics: &raft::typ::RaftMetrics, node_id: NodeId) -> Result<u64, String> {
+pub fn replication_lag(metrics: &leafraft_state::typ::RaftMetrics, node_id: NodeId) -> Result<u64, String> {
     let Some(replication) = &metrics.replication else {
         return Err("cannot be judged: this node is not the leader".into());
     };

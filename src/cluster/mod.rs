@@ -19,7 +19,7 @@
 //!
 //! Retries: a write is retried only while it certainly was not appended anywhere, or when
 //! applying it twice is harmless (a second claim only burns IDs; creates and updates are
-//! idempotent). `ReleaseSegment` is submitted exactly once: see `raft::Request::ReleaseSegment`.
+//! idempotent). `ReleaseSegment` is submitted exactly once: see `leafraft_state::Request::ReleaseSegment`.
 
 mod attempt;
 mod catch_up;
@@ -43,9 +43,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use raft::typ;
-use raft::Node;
-use raft::NodeId;
+use leafraft_state::typ;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 use raft::Raft;
 use tokio::time::Instant;
 
@@ -169,7 +169,7 @@ impl Cluster {
     }
 
     /// Reads the applied state of this replica.
-    pub fn read<R>(&self, f: impl FnOnce(&raft::IdStateMachine) -> R) -> R {
+    pub fn read<R>(&self, f: impl FnOnce(&leafraft_state::IdStateMachine) -> R) -> R {
         self.store.state_machine.read(f)
     }
 
@@ -183,12 +183,14 @@ impl Cluster {
     // --- Writes
 
     /// Proposes a request, through the leader, and answers what applying it gave.
-    pub async fn write(&self, request: raft::Request) -> Result<raft::Response, Error> {
+    pub async fn write(&self, request: leafraft_state::Request) -> Result<leafraft_state::Response, Error> {
         self.check_cluster_version(&request, false)?;
         let resend = match request {
             // A redelivered release could apply after a later claim of its tag (see
-            // `raft::Request::ReleaseSegment`).
-            raft::Request::ReleaseSegment { .. } | raft::Request::ReleaseBatch { .. } => Resend::Never,
+            // `leafraft_state::Request::ReleaseSegment`).
+            leafraft_state::Request::ReleaseSegment { .. } | leafraft_state::Request::ReleaseBatch { .. } => {
+                Resend::Never
+            }
             _ => Resend::Allowed,
         };
         match self.submit(Forwarded::Write(request), resend, self.write_timeout).await? {
@@ -217,7 +219,7 @@ impl Cluster {
     }
 
     /// The mode of `tag` in this replica (`None`: no such tag here).
-    pub fn tag_mode(&self, tag: &str) -> Option<raft::TagMode> {
+    pub fn tag_mode(&self, tag: &str) -> Option<leafraft_state::TagMode> {
         self.read(|state| state.tags.get(tag).map(|record| record.mode))
     }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::Weak;
 
-use raft::Version;
+use leafraft_state::Version;
 
 use crate::batch_queue::BatchFuture;
 use crate::batch_queue::SendBatch;
@@ -16,8 +16,8 @@ use crate::cluster::Cluster;
 use crate::cluster::Forwarded;
 use crate::cluster::ForwardedReply;
 use crate::cluster::Resend;
-use crate::engine::IdRange;
 use crate::error::Error;
+use leafraft_ids::IdRange;
 
 impl Cluster {
     /// `count` IDs of a monotonic tag from the leader, larger than every ID of it any client

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 use crate::cluster::Cluster;
 use crate::error::Error;
@@ -84,7 +84,7 @@ impl Cluster {
         let metrics = self.metrics();
         let membership = metrics.membership_config.membership().clone();
         let voters: Vec<NodeId> = membership.voter_ids().collect();
-        let asked: Vec<(NodeId, raft::Node)> = voters
+        let asked: Vec<(NodeId, leafraft_state::Node)> = voters
             .iter()
             .filter(|id| **id != self.node_id)
             .filter_map(|id| membership.get_node(id).map(|node| (*id, node.clone())))

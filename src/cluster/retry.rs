@@ -9,7 +9,7 @@
 use super::Forwarded;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use raft::typ;
+use leafraft_state::typ;
 
 /// Whether `error`, answered to `op` after an earlier attempt may have taken effect, only says
 /// that what `op` asked for holds (`membership` is this node's current view).
@@ -29,7 +29,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use raft::Node;
+    use leafraft_state::Node;
 
     fn membership(voters: &[u64], learners: &[u64]) -> typ::Membership {
         let nodes: BTreeMap<u64, Node> =

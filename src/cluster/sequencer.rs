@@ -42,11 +42,11 @@ use crate::cluster::attempt::Attempt;
 use crate::cluster::forward::MonotonicTake;
 use crate::cluster::lane::shortfall;
 use crate::cluster::lane::Lane;
-use crate::engine::step::Bounds;
-use crate::engine::IdRange;
-use crate::engine::StepPolicy;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use leafraft_ids::step::Bounds;
+use leafraft_ids::IdRange;
+use leafraft_ids::StepPolicy;
 
 /// The most takes one confirmation answers; more wait for the next round (a forwarded batch is
 /// never split, so one round may exceed it by one batch).
@@ -58,7 +58,7 @@ const MAX_TAKE: u64 = MAX_STEP;
 /// each) need at most `MAX_BATCH` × 10,000 IDs, which `MAX_STEP`-sized claims cover in five.
 const MAX_CLAIMS_PER_ROUND: usize = 8;
 /// Bounds of the range a claim asks for: the tag's step at least, `MAX_STEP` at most.
-const MAX_STEP: u64 = raft::tag::MAX_STEP;
+const MAX_STEP: u64 = leafraft_state::tag::MAX_STEP;
 /// Leaf's dynamic step on a shorter clock, within `[tag step, MAX_STEP]`: a range used up in less
 /// than a second doubles the next claim, one that lasted longer than 30 s halves it (`halve_from`
 /// is the first `Duration` past 30 s).
@@ -275,7 +275,7 @@ impl Driver {
             }
         };
         let asked = step.max(missing).min(MAX_STEP);
-        let request = raft::Request::ClaimMonotonic { tag: tag.to_string(), step: asked };
+        let request = leafraft_state::Request::ClaimMonotonic { tag: tag.to_string(), step: asked };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let written = tokio::time::timeout(remaining, self.raft.client_write(request))
             .await
@@ -285,13 +285,15 @@ impl Driver {
             return Err(Refused::NotLeader);
         }
         match written.data {
-            raft::Response::Segment { start, end } => {
+            leafraft_state::Response::Segment { start, end } => {
                 let lane = self.tags.entry(tag.to_string()).or_insert_with(|| Lane::new(term, step));
                 lane.ranges.push_back(IdRange { start, end });
                 lane.claimed_at = Instant::now();
                 Ok(end.saturating_sub(start) >= asked)
             }
-            raft::Response::Rejected(rejection) => Err(Refused::Failed(Error::from_rejection(tag, &rejection))),
+            leafraft_state::Response::Rejected(rejection) => {
+                Err(Refused::Failed(Error::from_rejection(tag, &rejection)))
+            }
             other => Err(Refused::Failed(Error::no_leader(format!("unexpected answer to a claim: {other:?}")))),
         }
     }

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use leafraft_state::NodeId;
 use openraft::ServerState;
 use raft::network::identity::hex_id;
-use raft::NodeId;
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -106,7 +106,7 @@ impl Cluster {
             commit_index: self.store.log.committed_index().max(metrics.last_applied.map(|id| id.index)),
             applied_index: metrics.last_applied.map(|id| id.index),
             replication,
-            version: raft::Version::OWN.to_string(),
+            version: leafraft_state::Version::OWN.to_string(),
             cluster_version: self.cluster_version().to_string(),
             versions: self
                 .member_versions()

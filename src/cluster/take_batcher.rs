@@ -15,7 +15,7 @@ use crate::batch_queue::BatchQueue;
 use crate::batch_queue::Limits;
 use crate::batch_queue::SendBatch;
 use crate::cluster::forward::MonotonicTake;
-use crate::engine::IdRange;
+use leafraft_ids::IdRange;
 
 /// The most takes in one forwarded batch.
 const MAX_TAKES: usize = 1024;

@@ -196,7 +196,8 @@ async fn a_batch_stays_within_the_forward_limits() {
     for batch in &batches {
         assert!(batch.len() <= MAX_TAKES);
         assert!(batch.iter().map(wire_bytes).sum::<usize>() <= MAX_BATCH_BYTES);
-        let encoded = raft::codec::encode(&crate::cluster::Forwarded::TakeMonotonicBatch { takes: batch.clone() });
+        let encoded =
+            leafraft_state::codec::encode(&crate::cluster::Forwarded::TakeMonotonicBatch { takes: batch.clone() });
         assert!(encoded.map(|bytes| bytes.len()).unwrap_or(usize::MAX) <= crate::cluster::forward::MAX_FORWARD_BYTES);
     }
 }

@@ -1,7 +1,7 @@
 //! Rolling upgrades (issue 26): the cluster version, what it gates, and how it moves.
 //!
 //! The cluster version (`IdStateMachine::cluster_version`, replicated) is the release every member
-//! runs at least. A command an older release cannot decode (`raft::Request::needs`) is refused
+//! runs at least. A command an older release cannot decode (`leafraft_state::Request::needs`) is refused
 //! before it is proposed while the cluster version is below what it needs, with 409
 //! `FEATURE_NOT_ENABLED` naming that version and the members still behind: a member that cannot
 //! decode an entry can neither store nor acknowledge it, and two such members of three leave
@@ -26,15 +26,15 @@ use std::time::Duration;
 use axum::extract::Request as HttpRequest;
 use axum::http::StatusCode;
 use axum::response::Response as HttpResponse;
+use leafraft_state::Needs;
+use leafraft_state::NodeId;
+use leafraft_state::Request;
+use leafraft_state::Version;
 use openraft::ServerState;
 use raft::network::versions::version_in;
 use raft::network::versions::FRESH;
 use raft::network::IdentityCheck;
 use raft::network::PeerIdentity;
-use raft::Needs;
-use raft::NodeId;
-use raft::Request;
-use raft::Version;
 
 use crate::cluster::Cluster;
 use crate::error::Error;

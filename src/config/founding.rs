@@ -51,7 +51,7 @@ pub fn is_loopback(addr: &str) -> bool {
 }
 
 /// The one line a node gives when it would found a cluster on `advertise` without being told to.
-pub fn undecided_refusal(node_id: raft::NodeId, advertise: &str) -> String {
+pub fn undecided_refusal(node_id: leafraft_state::NodeId, advertise: &str) -> String {
     format!(
         "refusing to found a new cluster: node {node_id} has an empty data dir and advertises {advertise}, which is \
          not a loopback address; pass --initial-cluster-state new to found a one-member cluster, or \

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 use super::founding;
 use super::statefulset::StatefulSet;

@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use super::Settings;
-use crate::engine::StepPolicy;
 use crate::segments::SegmentConfig;
 use crate::snowflakes::SnowflakeConfig;
-use raft::SnowflakeLayout;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_ids::StepPolicy;
 
 /// `--segment-idle-ms`: a tag's buffers that served nothing for 10 minutes are dropped and their
 /// unused tail given back (0: never).
@@ -40,8 +40,8 @@ pub(super) fn resolve_snowflake(layers: &Settings) -> Result<SnowflakeConfig, St
     };
     layout.validate().map_err(|e| format!("invalid snowflake layout: {e}"))?;
     let window = Duration::from_millis(layers.snowflake_window_ms.unwrap_or(10_000));
-    if window.is_zero() || window > Duration::from_millis(raft::snowflake::MAX_WINDOW_MS) {
-        return Err(format!("--snowflake-window-ms must be 1 to {}", raft::snowflake::MAX_WINDOW_MS));
+    if window.is_zero() || window > Duration::from_millis(leafraft_state::snowflake::MAX_WINDOW_MS) {
+        return Err(format!("--snowflake-window-ms must be 1 to {}", leafraft_state::snowflake::MAX_WINDOW_MS));
     }
     let lease = Duration::from_millis(layers.worker_lease_ms.unwrap_or(60_000));
     if lease <= window {

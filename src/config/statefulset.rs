@@ -28,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 use super::founding::ClusterState;
 use super::Bootstrap;

@@ -1,7 +1,7 @@
 //! Unit tests of configuration resolution: defaults, layers, validation.
 
 use super::*;
-use raft::SnowflakeLayout;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 fn layers(f: impl FnOnce(&mut Settings)) -> Settings {
     let mut layers = Settings::default();
@@ -18,8 +18,8 @@ fn embedded_default() {
     assert_eq!(config.bootstrap, Bootstrap::Single);
     assert!(config.fsync);
     let raft_config = config.raft_config().unwrap();
-    assert_eq!(raft_config.snapshot_max_chunk_size, raft::codec::SNAPSHOT_CHUNK_BYTES);
-    assert_eq!(raft_config.max_payload_entries, raft::codec::MAX_PAYLOAD_ENTRIES);
+    assert_eq!(raft_config.snapshot_max_chunk_size, leafraft_state::codec::SNAPSHOT_CHUNK_BYTES);
+    assert_eq!(raft_config.max_payload_entries, leafraft_state::codec::MAX_PAYLOAD_ENTRIES);
 }
 
 #[test]

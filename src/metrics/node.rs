@@ -17,7 +17,7 @@ use super::segments::TagLabels;
 use super::to_i64;
 use super::Scrape;
 
-/// The largest `max_id` a tag can reach (`raft::tag::MAX_ID_LIMIT`, `i64::MAX`).
+/// The largest `max_id` a tag can reach (`leafraft_state::tag::MAX_ID_LIMIT`, `i64::MAX`).
 const MAX_ID_LIMIT: u64 = i64::MAX as u64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

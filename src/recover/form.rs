@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leafraft_state::Node;
+use leafraft_state::NodeId;
+use leafraft_state::Request;
+use leafraft_state::Response;
 use openraft::ServerState;
-use raft::Node;
-use raft::NodeId;
-use raft::Request;
-use raft::Response;
 
 use crate::config::Config;
 use crate::config::Settings;

@@ -28,16 +28,16 @@
 
 use std::collections::BTreeMap;
 
-use raft::snowflake::MAX_WINDOW_MS;
-use raft::tag::MAX_ID_LIMIT;
-use raft::tag::MAX_STEP;
-use raft::timeseq::LOOKAHEAD_MS;
-use raft::NamespaceRecord;
-use raft::Request;
-use raft::SnowflakeLayout;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
-use raft::TimeseqRegistry;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_state::snowflake::MAX_WINDOW_MS;
+use leafraft_state::tag::MAX_ID_LIMIT;
+use leafraft_state::tag::MAX_STEP;
+use leafraft_state::timeseq::LOOKAHEAD_MS;
+use leafraft_state::NamespaceRecord;
+use leafraft_state::Request;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
+use leafraft_state::TimeseqRegistry;
 
 /// The rate bound's default: claims the old cluster could commit per second. About 16 times the
 /// peak measured here (`leafraft bench claims`: 6,017/s with 16 claimers on 2 cores, docs/benchmarks.md).
@@ -125,8 +125,8 @@ pub fn latest_time_ms(tags: &BTreeMap<String, TagRecord>, snowflake: &SnowflakeR
 /// `MAX_STEP`). An operator who raised a tag's step after the copy must say so with `--margin`.
 pub fn claim_bound(record: &TagRecord) -> u64 {
     match record.mode {
-        raft::TagMode::Segment => record.step.clamp(crate::engine::StepPolicy::LEAF.max_step, MAX_STEP),
-        raft::TagMode::Monotonic => MAX_STEP,
+        leafraft_state::TagMode::Segment => record.step.clamp(leafraft_ids::StepPolicy::LEAF.max_step, MAX_STEP),
+        leafraft_state::TagMode::Monotonic => MAX_STEP,
     }
 }
 

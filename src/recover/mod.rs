@@ -18,7 +18,7 @@ pub mod survivor;
 use std::path::Path;
 use std::path::PathBuf;
 
-use raft::NodeId;
+use leafraft_state::NodeId;
 
 use crate::backup;
 use crate::recover::margin::MarginOptions;
@@ -232,7 +232,7 @@ fn margin_table(f: &mut std::fmt::Formatter<'_>, old: &OldState, raised: &Raised
         let before = old.tags.get(name).map_or(0, |old| old.max_id);
         let largest = old.tags.get(name).map_or(0, margin::claim_bound);
         let margin = raised.margins.get(name).copied().unwrap_or(0);
-        let note = if record.max_id >= raft::tag::MAX_ID_LIMIT {
+        let note = if record.max_id >= leafraft_state::tag::MAX_ID_LIMIT {
             " exhausted"
         } else if record.max_id > 1 << 53 {
             " above 2^53"

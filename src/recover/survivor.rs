@@ -17,15 +17,15 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
+use leafraft_state::Request;
+use leafraft_state::TagRecord;
 use openraft::storage::RaftLogStorage;
 use openraft::EntryPayload;
 use openraft::RaftLogReader;
-use raft::typ;
-use raft::IdStateMachine;
-use raft::Node;
-use raft::NodeId;
-use raft::Request;
-use raft::TagRecord;
 
 use crate::recover::margin;
 use crate::recover::margin::OldState;

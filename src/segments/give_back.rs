@@ -8,7 +8,7 @@
 //! Many tails at once (a graceful stop gives back every buffer's) go as `ReleaseBatch` entries of
 //! many releases each, once the cluster version allows it: each release in one is judged exactly
 //! as its own `ReleaseSegment`, and the batch too is proposed once.
-//! Its `from` comes from [`SegmentBuffer::close`](crate::engine::SegmentBuffer::close), which stops
+//! Its `from` comes from [`SegmentBuffer::close`](leafraft_ids::SegmentBuffer::close), which stops
 //! the buffer and reads how far it served in one step that no take can straddle: a request that
 //! loaded the buffer before it was dropped either took its IDs before that point or takes none.
 
@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::Segments;
 use super::TagBuffer;
 use crate::claims::ClaimWriter;
-use crate::engine::segment::releasable_tail;
+use leafraft_ids::segment::releasable_tail;
 
 /// The longest time between two idle sweeps.
 const MAX_SWEEP_PERIOD: Duration = Duration::from_secs(60);
@@ -206,9 +206,9 @@ const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
 /// The most bytes one batch's releases may take encoded: a proposed request must stay within
 /// `MAX_REQUEST_BYTES`; the rest is room for the entry's own framing.
-const MAX_BATCH_BYTES: usize = raft::codec::MAX_REQUEST_BYTES - 1024;
+const MAX_BATCH_BYTES: usize = leafraft_state::codec::MAX_REQUEST_BYTES - 1024;
 
-/// The bytes a release takes in a batch (fixed-width integers: see `raft::codec`): the tag's
+/// The bytes a release takes in a batch (fixed-width integers: see `leafraft_state::codec`): the tag's
 /// length and bytes, `from` and `expected_max_id`.
 fn encoded_len(tail: &Tail) -> usize {
     8 + tail.0.len() + 8 + 8
@@ -238,15 +238,17 @@ fn in_batches(tails: Vec<Tail>) -> Vec<Vec<Tail>> {
 /// how each release ended.
 async fn give_back_batch<W: ClaimWriter + ?Sized>(writer: Arc<W>, tails: Vec<Tail>, why: &'static str) -> Vec<Outcome> {
     let count = tails.len();
-    let releases =
-        tails.into_iter().map(|(tag, from, expected_max_id)| raft::Release { tag, from, expected_max_id }).collect();
-    match writer.write(raft::Request::ReleaseBatch { releases }).await {
-        Ok(raft::Response::Batch(answers)) if answers.len() == count => {
+    let releases = tails
+        .into_iter()
+        .map(|(tag, from, expected_max_id)| leafraft_state::Release { tag, from, expected_max_id })
+        .collect();
+    match writer.write(leafraft_state::Request::ReleaseBatch { releases }).await {
+        Ok(leafraft_state::Response::Batch(answers)) if answers.len() == count => {
             let outcomes: Vec<Outcome> = answers
                 .iter()
                 .map(|answer| match answer {
-                    raft::Response::Released { applied: true } => Outcome::Applied,
-                    raft::Response::Released { applied: false } => Outcome::Refused,
+                    leafraft_state::Response::Released { applied: true } => Outcome::Applied,
+                    leafraft_state::Response::Released { applied: false } => Outcome::Refused,
                     _ => Outcome::Failed,
                 })
                 .collect();
@@ -318,9 +320,9 @@ async fn give_back<W: ClaimWriter + ?Sized>(
     expected_max_id: u64,
     why: &'static str,
 ) -> Outcome {
-    let request = raft::Request::ReleaseSegment { tag: tag.clone(), from, expected_max_id };
+    let request = leafraft_state::Request::ReleaseSegment { tag: tag.clone(), from, expected_max_id };
     match writer.write(request).await {
-        Ok(raft::Response::Released { applied }) => {
+        Ok(leafraft_state::Response::Released { applied }) => {
             tracing::info!(tag = %tag, from, expected_max_id, applied, why, "segment tail released");
             if applied {
                 Outcome::Applied

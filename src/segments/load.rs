@@ -9,7 +9,7 @@ use super::LastClaim;
 use super::Segments;
 use super::TagBuffer;
 use crate::clock::now_ms;
-use crate::engine::IdRange;
+use leafraft_ids::IdRange;
 
 impl Segments {
     /// Starts the one background claim of this tag, unless one runs or a next segment waits.
@@ -46,10 +46,10 @@ impl Segments {
             return true;
         }
         let started = Instant::now();
-        let res = self.claims.claim(raft::Claim::Segment { tag: buffer.tag.clone(), step }).await;
+        let res = self.claims.claim(leafraft_state::Claim::Segment { tag: buffer.tag.clone(), step }).await;
         self.metrics.observe_claim(&buffer.tag, started.elapsed(), res.is_ok());
         match res {
-            Ok(raft::Response::Segment { start, end }) => {
+            Ok(leafraft_state::Response::Segment { start, end }) => {
                 *buffer.last_claim.lock().unwrap_or_else(|p| p.into_inner()) =
                     Some(LastClaim { step, at: Instant::now(), at_ms: now_ms() });
                 buffer.claims.fetch_add(1, Ordering::Relaxed);
@@ -62,7 +62,7 @@ impl Segments {
                 }
                 return true;
             }
-            Ok(raft::Response::Rejected(raft::Rejection::TagExhausted)) => {
+            Ok(leafraft_state::Response::Rejected(leafraft_state::Rejection::TagExhausted)) => {
                 buffer.exhausted.store(true, Ordering::Relaxed);
                 buffer.buffer.load_failed();
             }

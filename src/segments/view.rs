@@ -4,9 +4,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Segments;
-use crate::engine::IdRange;
 use crate::metrics::SegmentStats;
 use crate::metrics::TagStats;
+use leafraft_ids::IdRange;
 
 /// IDs issued at the last sample, when it was taken, and the rate it measured.
 #[derive(Debug, Clone, Copy)]

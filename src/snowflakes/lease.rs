@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use crate::clock::millis;
 use crate::clock::now_ms;
-use crate::engine::snowflake::Generator;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::snowflakes::lease_validity;
 use crate::snowflakes::Holding;
 use crate::snowflakes::Snowflakes;
+use leafraft_ids::snowflake::Generator;
 
 impl Snowflakes {
     /// Keeps a worker with a window ahead of the clock until `stop` is set; then releases it.
@@ -74,12 +74,12 @@ impl Snowflakes {
     }
 
     async fn agree_layout(&self) -> bool {
-        match self.cluster.write(raft::Request::SetSnowflakeLayout { layout: self.config.layout }).await {
-            Ok(raft::Response::SnowflakeLayout(recorded)) if recorded == self.config.layout => {
+        match self.cluster.write(leafraft_state::Request::SetSnowflakeLayout { layout: self.config.layout }).await {
+            Ok(leafraft_state::Response::SnowflakeLayout(recorded)) if recorded == self.config.layout => {
                 self.lock().layout_agreed = true;
                 true
             }
-            Ok(raft::Response::SnowflakeLayout(recorded)) => {
+            Ok(leafraft_state::Response::SnowflakeLayout(recorded)) => {
                 let message = format!(
                     "this node is configured with snowflake layout {:?}, the cluster records {recorded:?}; \
                      snowflake is refused rather than mixing layouts",
@@ -103,14 +103,14 @@ impl Snowflakes {
     async fn acquire(&self) {
         // Before the `now_ms` the lease is judged by, so the validity errs early.
         let asked = Instant::now();
-        let request = raft::Request::AcquireWorker {
+        let request = leafraft_state::Request::AcquireWorker {
             node: self.cluster.node_id(),
             now_ms: now_ms(),
             lease_ms: millis(self.config.lease),
             window_ms: millis(self.config.window),
         };
         match self.cluster.write(request).await {
-            Ok(raft::Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }) => {
+            Ok(leafraft_state::Response::WorkerAcquired { worker, epoch, floor_ms, window_end_ms }) => {
                 let seed = self.config.random_sequence.then(|| now_ms() ^ (u64::from(worker) << 32));
                 let issue_as = worker;
                 #[cfg(feature = "planted")]
@@ -130,7 +130,9 @@ impl Snowflakes {
                     state.holding = Some(Holding { worker, epoch, generator, valid_until });
                 }
             }
-            Ok(raft::Response::Rejected(rejection)) => tracing::warn!(%rejection, "no snowflake worker acquired"),
+            Ok(leafraft_state::Response::Rejected(rejection)) => {
+                tracing::warn!(%rejection, "no snowflake worker acquired")
+            }
             Ok(other) => tracing::warn!(answer = ?other, "unexpected answer to acquiring a worker"),
             Err(e) => tracing::debug!(error = %e, "acquiring a worker failed; will retry"),
         }
@@ -143,16 +145,16 @@ impl Snowflakes {
     /// `asked` is read before `now`, so the validity errs early.
     async fn extend(&self, worker: u32, epoch: u64, asked: Instant, now: u64) {
         let window_end_ms = now.saturating_add(millis(self.config.window));
-        let request = raft::Request::ExtendWorker { worker, epoch, window_end_ms, now_ms: now };
+        let request = leafraft_state::Request::ExtendWorker { worker, epoch, window_end_ms, now_ms: now };
         match self.cluster.write(request).await {
-            Ok(raft::Response::WorkerExtended { window_end_ms }) => {
+            Ok(leafraft_state::Response::WorkerExtended { window_end_ms }) => {
                 let mut state = self.lock();
                 if let Some(holding) = state.holding.as_mut().filter(|h| h.epoch == epoch) {
                     holding.generator.extend_window(window_end_ms);
                     holding.valid_until = holding.valid_until.max(asked + self.lease_validity());
                 }
             }
-            Ok(raft::Response::Rejected(raft::Rejection::LeaseLost)) => {
+            Ok(leafraft_state::Response::Rejected(leafraft_state::Rejection::LeaseLost)) => {
                 // Another holder took the worker. What this node issued stays below the window it
                 // had committed, which the new holding starts above; stop and acquire again.
                 tracing::warn!(worker, epoch, "snowflake worker lost to another holder");
@@ -180,9 +182,10 @@ impl Snowflakes {
             return;
         };
         let used_until_ms = holding.generator.last_timestamp_ms();
-        let request = raft::Request::ReleaseWorker { worker: holding.worker, epoch: holding.epoch, used_until_ms };
+        let request =
+            leafraft_state::Request::ReleaseWorker { worker: holding.worker, epoch: holding.epoch, used_until_ms };
         match self.cluster.write(request).await {
-            Ok(raft::Response::WorkerReleased { applied }) => {
+            Ok(leafraft_state::Response::WorkerReleased { applied }) => {
                 tracing::info!(worker = holding.worker, epoch = holding.epoch, applied, "snowflake worker released")
             }
             Ok(other) => tracing::warn!(answer = ?other, "unexpected answer to releasing the worker"),
@@ -197,13 +200,13 @@ impl Snowflakes {
         let Some(epoch) = epoch else {
             return Err(Error::new(ErrorCode::NotFound, format!("worker {worker} was never used")));
         };
-        let request = raft::Request::ReleaseWorker { worker, epoch, used_until_ms: None };
+        let request = leafraft_state::Request::ReleaseWorker { worker, epoch, used_until_ms: None };
         match self.cluster.write(request).await? {
-            raft::Response::WorkerReleased { applied: true } => {
+            leafraft_state::Response::WorkerReleased { applied: true } => {
                 tracing::info!(worker, epoch, "snowflake worker released by an operator");
                 Ok(())
             }
-            raft::Response::WorkerReleased { applied: false } => Err(Error::new(
+            leafraft_state::Response::WorkerReleased { applied: false } => Err(Error::new(
                 ErrorCode::WorkerUnavailable,
                 format!("worker {worker} is not held (or changed hands meanwhile); nothing released"),
             )),

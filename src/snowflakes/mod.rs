@@ -3,7 +3,7 @@
 //!
 //! A background task (`maintain`) agrees on the layout, checks this node's clock against its
 //! peers', acquires a worker and extends its window ahead of need, so the hot path (`next_ids`)
-//! never waits on Raft. Uniqueness rests on the registry (see `raft::snowflake`), not on clocks:
+//! never waits on Raft. Uniqueness rests on the registry (see `leafraft_state::snowflake`), not on clocks:
 //! this node issues only timestamps its committed window covers.
 
 use std::sync::atomic::AtomicU64;
@@ -24,12 +24,12 @@ use crate::clock::now_ms;
 use crate::clock_verdict::ClockCheck;
 use crate::clock_verdict::ClockVerdict;
 use crate::cluster::Cluster;
-use crate::engine::snowflake::Generator;
-use crate::engine::snowflake::GeneratorRefusal;
-use crate::engine::snowflake::Layout;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use raft::SnowflakeLayout;
+use leafraft_ids::snowflake::Generator;
+use leafraft_ids::snowflake::GeneratorRefusal;
+use leafraft_ids::snowflake::Layout;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;

@@ -74,6 +74,12 @@ fn the_state_links_no_http_stack_and_no_database() {
 }
 
 #[test]
+fn the_storage_links_no_http_stack() {
+    let forbidden = ["axum", "hyper", "reqwest", "raft", "leafraft"];
+    assert_links_none_of("storage", &["leafraft-state", "leafraft-durability", "sled"], &forbidden);
+}
+
+#[test]
 fn the_state_code_has_no_async() {
     let mut files = Vec::new();
     super::rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("state/src"), &mut files);

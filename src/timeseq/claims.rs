@@ -9,9 +9,9 @@ use std::time::Duration;
 use super::NamespaceHolder;
 use super::Timeseq;
 use crate::clock::now_ms;
-use crate::engine::timeseq::SecondRange;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use leafraft_ids::timeseq::SecondRange;
 
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
@@ -38,9 +38,9 @@ impl Timeseq {
         let wanted = ns.wanted.swap(0, Ordering::Relaxed).min(ns.sizer.max);
         let now = now_ms();
         let count = ns.sizer.size(rate(ns, now)).max(wanted);
-        let claim = raft::Claim::Timeseq { namespace: ns.name.clone(), second, count, now_ms: now };
+        let claim = leafraft_state::Claim::Timeseq { namespace: ns.name.clone(), second, count, now_ms: now };
         let failure = match self.claims.claim(claim).await {
-            Ok(raft::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
+            Ok(leafraft_state::Response::TimeseqRange { second: claimed, start, end }) if claimed == second => {
                 self.counters.claims.fetch_add(1, Ordering::Relaxed);
                 forget_passed_failure(ns, second);
                 tracing::debug!(namespace = %ns.name, second, start, end, "time-sequence claim committed");
@@ -56,10 +56,12 @@ impl Timeseq {
                 ns.holder.install_range(range);
                 return;
             }
-            Ok(raft::Response::Rejected(rejection)) => {
+            Ok(leafraft_state::Response::Rejected(rejection)) => {
                 match rejection {
-                    raft::Rejection::SecondExhausted => self.counters.exhausted_seconds.fetch_add(1, Ordering::Relaxed),
-                    raft::Rejection::ClockAhead { .. } | raft::Rejection::ClockBackwards { .. } => {
+                    leafraft_state::Rejection::SecondExhausted => {
+                        self.counters.exhausted_seconds.fetch_add(1, Ordering::Relaxed)
+                    }
+                    leafraft_state::Rejection::ClockAhead { .. } | leafraft_state::Rejection::ClockBackwards { .. } => {
                         self.counters.refused_clocks.fetch_add(1, Ordering::Relaxed)
                     }
                     _ => 0,
@@ -146,7 +148,7 @@ fn roll_rate(ns: &NamespaceHolder, now: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::timeseq::Layout;
+    use leafraft_ids::timeseq::Layout;
 
     fn namespace() -> NamespaceHolder {
         NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 })

@@ -27,14 +27,14 @@ use crate::claims::ClaimBatcher;
 use crate::clock::now_ms;
 use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
-use crate::engine::timeseq::Advance;
-use crate::engine::timeseq::Layout;
-use crate::engine::timeseq::Parts;
-use crate::engine::timeseq::RangeHolder;
-use crate::engine::timeseq::RangeSizer;
-use crate::engine::timeseq::Take;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use leafraft_ids::timeseq::Advance;
+use leafraft_ids::timeseq::Layout;
+use leafraft_ids::timeseq::Parts;
+use leafraft_ids::timeseq::RangeHolder;
+use leafraft_ids::timeseq::RangeSizer;
+use leafraft_ids::timeseq::Take;
 
 /// The largest `count` one request may ask for.
 pub const MAX_COUNT: u64 = 10_000;
@@ -43,7 +43,7 @@ pub const MAX_COUNT: u64 = 10_000;
 pub const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// The engine layout of a replicated namespace.
-pub fn engine_layout(record: &raft::NamespaceRecord) -> Layout {
+pub fn engine_layout(record: &leafraft_state::NamespaceRecord) -> Layout {
     Layout {
         epoch_s: record.epoch_s,
         utc_offset_s: record.utc_offset_s,
@@ -119,8 +119,8 @@ pub struct TimeseqCounters {
 /// This node's view of one namespace, in numbers; `api` formats it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamespaceState {
-    pub current: Option<crate::engine::timeseq::SecondRange>,
-    pub pending: Vec<crate::engine::timeseq::SecondRange>,
+    pub current: Option<leafraft_ids::timeseq::SecondRange>,
+    pub pending: Vec<leafraft_ids::timeseq::SecondRange>,
     pub ids_issued: u64,
     pub last_second_ids: u64,
 }
@@ -315,7 +315,7 @@ impl Timeseq {
     }
 
     fn create_holder(&self, name: &str) -> Result<Arc<NamespaceHolder>, Error> {
-        raft::tag::validate_tag(name).map_err(Error::invalid)?;
+        leafraft_state::tag::validate_tag(name).map_err(Error::invalid)?;
         self.cluster.ensure_serving()?;
         let layout = self.layout(name)?;
         let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());

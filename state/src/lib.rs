@@ -6,14 +6,13 @@
 //!
 //! Nothing here does I/O, reads a clock, or runs async code: no axum, hyper, reqwest or sled in
 //! its dependency graph (`tidy::dependencies` in the service). The network and the durability
-//! wrappers are the `raft` crate, which re-exports this one so its users' paths are
-//! unchanged.
+//! wrappers are the `raft` crate; every crate imports this one's items from here.
 //!
 //! # Layout
 //! - [`request`]: `Request` (what is proposed through Raft) and `Response` (what applying it
 //!   answers). The variant order of `Request` is persisted in the log: append only.
 //! - [`records`]: the records the state keeps and the commands carry (`TagRecord`, `TagMode`,
-//!   `SnowflakeLayout`, `NamespaceRecord`), below every module that names them.
+//!   `NamespaceRecord`; the snowflake layout is `leafraft_ids::snowflake::Layout`), below every module that names them.
 //! - [`state_machine`]: `IdStateMachine`, the replicated state (tags with their `max_id`, the
 //!   applied log id and the membership) and its deterministic `apply`.
 //! - [`snowflake`]: the snowflake layout and worker leases, part of the state machine.
@@ -40,7 +39,6 @@ pub mod version;
 
 pub use node::Node;
 pub use records::NamespaceRecord;
-pub use records::SnowflakeLayout;
 pub use records::TagMode;
 pub use records::TagRecord;
 pub use request::Claim;

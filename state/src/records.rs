@@ -58,7 +58,7 @@ impl TagMode {
 
 /// How snowflake IDs are laid out: the engine's own type (`leafraft_ids::snowflake::Layout`, its
 /// one definition, with the rules a recorded layout passes), persisted in the field order below.
-pub use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 /// The persisted shape of a [`SnowflakeLayout`] (bincode is positional: this order is the
 /// format). serde's `remote` derive checks it against the type: a field renamed, retyped, added or

@@ -10,11 +10,11 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::records::NamespaceRecord;
-use crate::records::SnowflakeLayout;
 use crate::records::TagMode;
 use crate::records::TagRecord;
 use crate::version::Version;
 use crate::NodeId;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {

@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::Serialize;
 
-pub use crate::records::SnowflakeLayout;
 use crate::request::Rejection;
 use crate::request::Response;
 use crate::NodeId;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 /// The longest window an extension may ask for beyond the proposer's clock: a bound on how many
 /// time bits one bad request can burn.

@@ -18,7 +18,6 @@ use openraft::EntryPayload;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::records::SnowflakeLayout;
 pub use crate::records::TagMode;
 pub use crate::records::TagRecord;
 use crate::request::Claim;
@@ -30,6 +29,7 @@ use crate::tag;
 use crate::timeseq::TimeseqRegistry;
 use crate::typ;
 use crate::version::Version;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdStateMachine {

@@ -22,16 +22,16 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use leafraft_state::typ;
+use leafraft_state::Claim;
+use leafraft_state::IdStateMachine;
+use leafraft_state::NamespaceRecord;
+use leafraft_state::Request;
+use leafraft_state::Version;
 use openraft::storage::RaftStateMachine;
 use openraft::CommittedLeaderId;
 use openraft::EntryPayload;
 use openraft::Membership;
-use raft::typ;
-use raft::Claim;
-use raft::IdStateMachine;
-use raft::NamespaceRecord;
-use raft::Request;
-use raft::Version;
 
 const T0_S: u64 = 1_800_000_000;
 const NODES: u64 = 3;
@@ -86,7 +86,7 @@ fn namespace_name(n: u64) -> String {
 
 fn record() -> NamespaceRecord {
     NamespaceRecord {
-        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+        epoch_s: leafraft_state::timeseq::DEFAULT_EPOCH_S,
         utc_offset_s: 0,
         shard_bits: 12,
         seq_bits: 19,
@@ -98,14 +98,15 @@ fn record() -> NamespaceRecord {
 /// A state whose registry holds `namespaces` namespaces, each with the last `RETENTION_S` seconds
 /// up to `T0_S` claimed, at `cluster_version`.
 fn full_state(namespaces: u64, cluster_version: Version) -> IdStateMachine {
-    let membership = Membership::new(vec![[1u64].into()], BTreeMap::from([(1, raft::Node::new("127.0.0.1:1", 1))]));
+    let membership =
+        Membership::new(vec![[1u64].into()], BTreeMap::from([(1, leafraft_state::Node::new("127.0.0.1:1", 1))]));
     let mut state = IdStateMachine {
         last_applied: Some(log_id(1)),
         membership: typ::StoredMembership::new(Some(log_id(1)), membership),
         cluster_version,
         ..Default::default()
     };
-    let first_s = T0_S - raft::timeseq::RETENTION_S + 1;
+    let first_s = T0_S - leafraft_state::timeseq::RETENTION_S + 1;
     for n in 0..namespaces {
         let name = namespace_name(n);
         state.timeseq.namespaces.insert(name.clone(), record());
@@ -143,7 +144,7 @@ fn main() {
         let registry_bytes = LIVE.load(Ordering::Relaxed) - before;
         println!(
             "registry: {namespaces} namespaces x {} seconds: {:.1} MiB live in memory",
-            raft::timeseq::RETENTION_S,
+            leafraft_state::timeseq::RETENTION_S,
             mib(registry_bytes)
         );
 
@@ -152,7 +153,7 @@ fn main() {
         let store = storage::open(dir.path(), &options).expect("open a store");
         let mut sm = store.state_machine.clone();
         // The version-3 snapshot a member past the baseline builds (`codec::encode_snapshot`).
-        let body = raft::codec::encode(&(&state, state.cluster_version)).expect("encode the snapshot");
+        let body = leafraft_state::codec::encode(&(&state, state.cluster_version)).expect("encode the snapshot");
         let data = [&[3u8][..], &body].concat();
         let meta = typ::SnapshotMeta {
             last_log_id: state.last_applied,
@@ -188,7 +189,7 @@ fn main() {
                 let answers = sm.apply([entry]).await.expect("apply");
                 let ms = started.elapsed().as_secs_f64() * 1000.0;
                 peaks.push(mib(PEAK.load(Ordering::Relaxed) - resting));
-                assert!(matches!(&answers[0], raft::Response::Batch(claims) if claims.len() == namespaces as usize));
+                assert!(matches!(&answers[0], leafraft_state::Response::Batch(claims) if claims.len() == namespaces as usize));
                 if node == 0 {
                     rising.push(ms)
                 } else {

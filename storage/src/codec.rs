@@ -1,19 +1,19 @@
-//! Versioned values: every value the store persists is `[FORMAT_VERSION] ++ raft::codec::encode(value)`.
+//! Versioned values: every value the store persists is `[FORMAT_VERSION] ++ leafraft_state::codec::encode(value)`.
 //!
 //! bincode is positional, so a byte layout can only be read by the layout that wrote it. The leading
 //! version byte lets a binary recognise a value written by a newer binary and refuse it clearly
 //! instead of misreading it. Raw snapshot chunks are the one exception: they are slices of a
 //! versioned snapshot blob, whose first byte is the version.
 
-use raft::IdStateMachine;
-use raft::Version;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Version;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// The layout version of every persisted value. Bump it when any persisted type changes its
 /// layout, and either keep a decoder for the old one or refuse it by name.
 ///
-/// Version 2 added the member incarnation to every membership (`raft::Node`) and the cluster ID
+/// Version 2 added the member incarnation to every membership (`leafraft_state::Node`) and the cluster ID
 /// to the state machine. Version 1 was never released and is refused (`OpenError::OutdatedVersion`):
 /// its members carry no incarnation, so a store of it could not take part in identity checks.
 pub const FORMAT_VERSION: u8 = 2;
@@ -31,7 +31,7 @@ pub enum CodecError {
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
-    let body = raft::codec::encode(value)?;
+    let body = leafraft_state::codec::encode(value)?;
     let mut bytes = Vec::with_capacity(1 + body.len());
     bytes.push(FORMAT_VERSION);
     bytes.extend_from_slice(&body);
@@ -50,7 +50,7 @@ pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
     if state.cluster_version == Version::BASELINE {
         return encode(state);
     }
-    let body = raft::codec::encode(&(state, state.cluster_version))?;
+    let body = leafraft_state::codec::encode(&(state, state.cluster_version))?;
     let mut bytes = Vec::with_capacity(1 + body.len());
     bytes.push(SNAPSHOT_WITH_CLUSTER_VERSION);
     bytes.extend_from_slice(&body);
@@ -61,7 +61,7 @@ pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
 pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
     match bytes.split_first() {
         Some((&SNAPSHOT_WITH_CLUSTER_VERSION, body)) => {
-            let (mut state, version): (IdStateMachine, Version) = raft::codec::decode(body)?;
+            let (mut state, version): (IdStateMachine, Version) = leafraft_state::codec::decode(body)?;
             state.cluster_version = version;
             Ok(state)
         }
@@ -71,11 +71,11 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
 
 /// [`decode`] for a value that borrows its strings from `bytes`.
 pub fn decode_borrowed<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, CodecError> {
-    Ok(raft::codec::decode_borrowed(body_of(bytes)?)?)
+    Ok(leafraft_state::codec::decode_borrowed(body_of(bytes)?)?)
 }
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
-    Ok(raft::codec::decode(body_of(bytes)?)?)
+    Ok(leafraft_state::codec::decode(body_of(bytes)?)?)
 }
 
 /// The bincode after a value's format version byte; a value of another version is refused.

@@ -68,9 +68,9 @@ pub enum OpenError {
         "cannot open the store in {}: its cluster version is {found}, but this binary is leafraft {}; the \
          cluster was upgraded past this release, so run leafraft {found} or newer on this directory",
         dir.display(),
-        raft::Version::OWN
+        leafraft_state::Version::OWN
     )]
-    ClusterVersionAhead { dir: PathBuf, found: raft::Version },
+    ClusterVersionAhead { dir: PathBuf, found: leafraft_state::Version },
     /// The log holds an entry of a command this binary does not know: a newer release wrote it
     /// (a member started on an older release than the cluster moved to), not corruption.
     #[error(
@@ -78,7 +78,7 @@ pub enum OpenError {
          written by a newer release; run the release the other members run (their /v1/cluster shows it) on \
          this directory, do not rebuild it",
         dir.display(),
-        raft::Version::OWN
+        leafraft_state::Version::OWN
     )]
     UnknownCommand { dir: PathBuf, what: &'static str },
     /// sled failed for another reason (unsupported configuration, internal bug).
@@ -105,7 +105,7 @@ impl OpenError {
             }
             Error::Codec(CodecError::UnknownVersion { found }) => OpenError::UnsupportedVersion { dir, what, found },
             // bincode's words for an enum variant past the ones this binary knows: in a log entry,
-            // a command appended by a newer release (`raft::Request` only ever gains variants).
+            // a command appended by a newer release (`leafraft_state::Request` only ever gains variants).
             Error::Codec(CodecError::Decode(e))
                 if what == "last log entry" && e.to_string().contains("variant index") =>
             {

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
+use leafraft_state::typ;
+use leafraft_state::Request;
 use openraft::CommittedLeaderId;
 use openraft::EntryPayload;
 use openraft::Membership;
-use raft::typ;
-use raft::Request;
 use tempfile::TempDir;
 
 use crate::Store;
@@ -18,8 +18,10 @@ pub fn log_id(term: u64, index: u64) -> typ::LogId {
 }
 
 pub fn membership(voters: &[u64]) -> typ::Membership {
-    let nodes: BTreeMap<u64, raft::Node> =
-        voters.iter().map(|&id| (id, raft::Node::new(format!("127.0.0.1:{}", 8080 + id), 0x1000 + id))).collect();
+    let nodes: BTreeMap<u64, leafraft_state::Node> = voters
+        .iter()
+        .map(|&id| (id, leafraft_state::Node::new(format!("127.0.0.1:{}", 8080 + id), 0x1000 + id)))
+        .collect();
     Membership::new(vec![voters.iter().copied().collect::<BTreeSet<_>>()], nodes)
 }
 
@@ -60,7 +62,7 @@ pub fn every_request() -> Vec<Request> {
         },
         claim("orders", 2000),
         Request::ReleaseSegment { tag: "orders".into(), from: 1005, expected_max_id: 2005 },
-        Request::SetSnowflakeLayout { layout: raft::SnowflakeLayout::LEAF },
+        Request::SetSnowflakeLayout { layout: leafraft_ids::snowflake::Layout::LEAF },
         Request::AcquireWorker { node: 2, now_ms: 1_700_000_000_000, lease_ms: 60_000, window_ms: 10_000 },
         Request::ExtendWorker { worker: 3, epoch: 4, window_end_ms: 1_700_000_020_000, now_ms: 1_700_000_010_000 },
         Request::ReleaseWorker { worker: 3, epoch: 4, used_until_ms: Some(1_700_000_015_000) },
@@ -72,9 +74,13 @@ pub fn every_request() -> Vec<Request> {
             step: 1000,
             description: "ticks".into(),
             now_ms: 1_700_000_000_000,
-            mode: raft::TagMode::Monotonic,
+            mode: leafraft_state::TagMode::Monotonic,
         },
-        Request::SetTagMode { tag: "orders".into(), mode: raft::TagMode::Monotonic, now_ms: 1_700_000_000_002 },
+        Request::SetTagMode {
+            tag: "orders".into(),
+            mode: leafraft_state::TagMode::Monotonic,
+            now_ms: 1_700_000_000_002,
+        },
         Request::ClaimMonotonic { tag: "ticks".into(), step: 1000 },
         Request::CreateNamespace { namespace: "orders".into(), record: namespace_record() },
         Request::ClaimTimeseq {
@@ -89,18 +95,18 @@ pub fn every_request() -> Vec<Request> {
         },
         Request::ImportTags {
             rows: vec![
-                raft::ImportRow { tag: "orders".into(), max_id: 5000, step: 2000, description: None },
-                raft::ImportRow { tag: "ticks".into(), max_id: 1, step: 1000, description: Some("t".into()) },
+                leafraft_state::ImportRow { tag: "orders".into(), max_id: 5000, step: 2000, description: None },
+                leafraft_state::ImportRow { tag: "ticks".into(), max_id: 1, step: 1000, description: Some("t".into()) },
             ],
             now_ms: 1_700_000_000_003,
         },
-        Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) },
+        Request::SetClusterVersion { version: leafraft_state::Version::new(0, 2, 0) },
         Request::Noop,
         Request::ClaimBatch {
             claims: vec![
-                raft::Claim::Segment { tag: "orders".into(), step: 2000 },
-                raft::Claim::Monotonic { tag: "ticks".into(), step: 1000 },
-                raft::Claim::Timeseq {
+                leafraft_state::Claim::Segment { tag: "orders".into(), step: 2000 },
+                leafraft_state::Claim::Monotonic { tag: "ticks".into(), step: 1000 },
+                leafraft_state::Claim::Timeseq {
                     namespace: "orders".into(),
                     second: 1_700_000_001,
                     count: 1000,
@@ -110,8 +116,8 @@ pub fn every_request() -> Vec<Request> {
         },
         Request::ReleaseBatch {
             releases: vec![
-                raft::Release { tag: "orders".into(), from: 5500, expected_max_id: 7000 },
-                raft::Release { tag: "ticks".into(), from: 2, expected_max_id: 1001 },
+                leafraft_state::Release { tag: "orders".into(), from: 5500, expected_max_id: 7000 },
+                leafraft_state::Release { tag: "ticks".into(), from: 2, expected_max_id: 1001 },
             ],
         },
     ];
@@ -150,9 +156,9 @@ pub fn declared_position(request: &Request) -> usize {
 }
 
 /// A namespace with the default widths and epoch, a +08:00 zone and a description.
-pub fn namespace_record() -> raft::NamespaceRecord {
-    raft::NamespaceRecord {
-        epoch_s: raft::timeseq::DEFAULT_EPOCH_S,
+pub fn namespace_record() -> leafraft_state::NamespaceRecord {
+    leafraft_state::NamespaceRecord {
+        epoch_s: leafraft_state::timeseq::DEFAULT_EPOCH_S,
         utc_offset_s: 8 * 3600,
         shard_bits: 12,
         seq_bits: 19,
@@ -163,17 +169,23 @@ pub fn namespace_record() -> raft::NamespaceRecord {
 
 /// A restore of two tags (one exhausted), Leaf's layout and a snowflake floor.
 pub fn restore() -> Request {
-    let record = |max_id| raft::TagRecord {
+    let record = |max_id| leafraft_state::TagRecord {
         max_id,
         step: 1000,
         description: "kept".into(),
         created_at_ms: 1_700_000_000_000,
         updated_at_ms: 1_700_000_000_001,
-        mode: raft::TagMode::Segment,
+        mode: leafraft_state::TagMode::Segment,
     };
-    let tags =
-        BTreeMap::from([("coupons".to_string(), record(raft::tag::MAX_ID_LIMIT)), ("orders".into(), record(7_000))]);
-    Request::Restore { tags, layout: Some(raft::SnowflakeLayout::LEAF), snowflake_floor_ms: 1_700_000_700_000 }
+    let tags = BTreeMap::from([
+        ("coupons".to_string(), record(leafraft_state::tag::MAX_ID_LIMIT)),
+        ("orders".into(), record(7_000)),
+    ]);
+    Request::Restore {
+        tags,
+        layout: Some(leafraft_ids::snowflake::Layout::LEAF),
+        snowflake_floor_ms: 1_700_000_700_000,
+    }
 }
 
 pub fn options(fsync: bool) -> StoreOptions {

@@ -7,15 +7,15 @@
 
 use std::fmt::Debug;
 
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::Config;
 use proptest::test_runner::TestRunner;
-use raft::typ;
-use raft::IdStateMachine;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tempfile::TempDir;

@@ -2,11 +2,11 @@
 //!
 //! A node creates the identity file on the first start of an empty data directory, before the
 //! store, and never changes it. The random `incarnation` is what the Raft membership records next
-//! to the member's address (`raft::Node`): a member whose disk was wiped or swapped comes back
+//! to the member's address (`leafraft_state::Node`): a member whose disk was wiped or swapped comes back
 //! with another incarnation, and its peers refuse it instead of letting an amnesiac vote.
 //!
 //! # File layout (`leafraft-identity`)
-//! `b"LFID"` ++ [`IDENTITY_FORMAT_VERSION`] ++ `raft::codec::encode(MemberIdentity)` ++ CRC-32
+//! `b"LFID"` ++ [`IDENTITY_FORMAT_VERSION`] ++ `leafraft_state::codec::encode(MemberIdentity)` ++ CRC-32
 //! (little-endian, over everything before it). The file is written to a temporary name, synced,
 //! renamed and its directory synced, so a crash leaves either no identity or a whole one.
 
@@ -140,7 +140,7 @@ pub(crate) fn encode(identity: &MemberIdentity) -> Vec<u8> {
     let mut bytes = MAGIC.to_vec();
     bytes.push(IDENTITY_FORMAT_VERSION);
     // Two fixed-width integers: encoding cannot fail.
-    bytes.extend_from_slice(&raft::codec::encode(identity).unwrap_or_default());
+    bytes.extend_from_slice(&leafraft_state::codec::encode(identity).unwrap_or_default());
     let crc = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&crc.to_le_bytes());
     bytes
@@ -157,7 +157,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<MemberIdentity, String> {
     if version != IDENTITY_FORMAT_VERSION {
         return Err(format!("format version {version}, this binary reads {IDENTITY_FORMAT_VERSION}"));
     }
-    let identity: MemberIdentity = raft::codec::decode(body).map_err(|e| e.to_string())?;
+    let identity: MemberIdentity = leafraft_state::codec::decode(body).map_err(|e| e.to_string())?;
     if identity.incarnation == 0 {
         return Err("incarnation 0".into());
     }

@@ -32,7 +32,7 @@ pub const TIMESEQ: &[u8] = b"timeseq";
 pub const TIMESEQ_CLOCK: &[u8] = b"timeseq/clock";
 pub const TIMESEQ_NAMESPACE_PREFIX: &[u8] = b"timeseq/ns/";
 pub const TIMESEQ_SECOND_PREFIX: &[u8] = b"timeseq/seq/";
-/// The cluster version (`raft::Version`), present once raised past the baseline (0.1.0, whose
+/// The cluster version (`leafraft_state::Version`), present once raised past the baseline (0.1.0, whose
 /// binary ignores this key with a warning).
 pub const CLUSTER_VERSION: &[u8] = b"cluster_version";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";

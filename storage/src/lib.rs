@@ -5,7 +5,7 @@
 //! - `engine`: the small key-value interface the stores use; the only module that knows sled.
 //! - `log_store`: openraft's `RaftLogStorage` + `RaftLogReader`.
 //! - `state_machine_store`: openraft's `RaftStateMachine` + `RaftSnapshotBuilder`.
-//! - `codec`: every persisted value is `[FORMAT_VERSION] ++ raft::codec::encode(value)`.
+//! - `codec`: every persisted value is `[FORMAT_VERSION] ++ leafraft_state::codec::encode(value)`.
 //! - `keys`: the keys of each keyspace (big-endian `u64` log keys).
 //! - [`identity`]: the member identity file (node ID and disk incarnation), created before the store.
 //! - `error`: [`OpenError`] and the errors behind openraft's `StorageError`.
@@ -48,7 +48,7 @@ pub struct StoreOptions {
     /// sled's page cache size in bytes.
     pub cache_capacity_bytes: u64,
     /// This node's ID, when it runs as a member: its own appends as leader then count before
-    /// their sync and replicate while it runs (`raft::durability`). `None`: every append is synced
+    /// their sync and replicate while it runs (`leafraft_durability`). `None`: every append is synced
     /// before it counts.
     pub local_node: Option<u64>,
 }
@@ -81,7 +81,7 @@ pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
     let (tags, applied, cluster_version) =
         state_machine.read(|state| (state.tags.len(), state.last_applied, state.cluster_version));
     // A member rolled back past the cluster version would meet entries it cannot decode.
-    if cluster_version > raft::Version::OWN {
+    if cluster_version > leafraft_state::Version::OWN {
         return Err(OpenError::ClusterVersionAhead { dir: dir.into(), found: cluster_version });
     }
     info!(

@@ -3,7 +3,7 @@
 //! Durability: a vote, an append (before its callback), a truncate and the `last_purged` mark of a
 //! purge are synced before they are acknowledged; see `Engine::sync` for what sync means. The one
 //! exception is the leader's own append, which counts at once and syncs while it replicates; what
-//! makes that safe is in `raft::durability` (here: `save_committed` waits for the sync).
+//! makes that safe is in `leafraft_durability` (here: `save_committed` waits for the sync).
 
 use std::fmt::Debug;
 use std::io;
@@ -13,14 +13,14 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 
+use leafraft_durability::LocalDurability;
+use leafraft_state::typ;
+use leafraft_state::TypeConfig;
 use openraft::storage::LogFlushed;
 use openraft::storage::RaftLogStorage;
 use openraft::LogState;
 use openraft::RaftLogReader;
 use openraft::StorageIOError;
-use raft::typ;
-use raft::LocalDurability;
-use raft::TypeConfig;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tracing::info;
@@ -248,7 +248,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     /// before serving; losing the latest one only delays that.
     ///
     /// Waits until this log is on disk up to `committed`: openraft calls this right before it
-    /// applies, and a leader counted its own entries before their sync (`raft::durability`).
+    /// applies, and a leader counted its own entries before their sync (`leafraft_durability`).
     async fn save_committed(&mut self, committed: Option<typ::LogId>) -> Result<()> {
         if let Some(log_id) = &committed {
             self.durability.wait(log_id.index).await.map_err(|e| StorageIOError::write_logs(&e))?;
@@ -270,7 +270,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     /// The entries are readable when this returns; `callback` reports them durable only after the
     /// sync, and reports a failed sync as an I/O error, except for this node's own entries as
-    /// leader: those are reported at once and synced in the background (`raft::durability`).
+    /// leader: those are reported at once and synced in the background (`leafraft_durability`).
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<()>
     where
         I: IntoIterator<Item = typ::Entry> + Send,

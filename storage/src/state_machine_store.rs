@@ -4,7 +4,7 @@
 //! # Layout of the `StateMachine` keyspace
 //! - `tag/<name>` → `TagRecord`, one key per tag, so an apply writes only the tags it changed;
 //! - `last_applied` → `LogId`, `membership` → `StoredMembership`, `snowflake` → the registry,
-//!   `cluster_id` → `u64` (once set), `cluster_version` → `raft::Version` (once past the baseline);
+//!   `cluster_id` → `u64` (once set), `cluster_version` → `leafraft_state::Version` (once past the baseline);
 //! - the time-sequence registry (once used): `timeseq` → the whole registry until the cluster
 //!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
 //!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`);
@@ -25,19 +25,19 @@ use std::sync::MutexGuard;
 use std::sync::PoisonError;
 use std::sync::RwLock;
 
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Request;
+use leafraft_state::Response;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
+use leafraft_state::TimeseqRegistry;
+use leafraft_state::TypeConfig;
+use leafraft_state::Version;
 use openraft::storage::RaftStateMachine;
 use openraft::EntryPayload;
 use openraft::RaftSnapshotBuilder;
 use openraft::StorageIOError;
-use raft::typ;
-use raft::IdStateMachine;
-use raft::Request;
-use raft::Response;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
-use raft::TimeseqRegistry;
-use raft::TypeConfig;
-use raft::Version;
 use serde::Deserialize;
 use serde::Serialize;
 use tracing::info;
@@ -392,7 +392,7 @@ fn what_changes(request: &Request) -> Touched<'_> {
         Request::ClaimBatch { claims } => {
             let timeseq = TimeseqKeys::claims(claims);
             Touched {
-                tags: claims.iter().filter_map(raft::Claim::tag).collect(),
+                tags: claims.iter().filter_map(leafraft_state::Claim::tag).collect(),
                 timeseq: (!timeseq.is_empty()).then_some(timeseq),
                 ..Touched::default()
             }

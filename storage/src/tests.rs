@@ -2,6 +2,8 @@
 
 use std::time::Instant;
 
+use leafraft_state::typ;
+use leafraft_state::TypeConfig;
 use openraft::storage::RaftLogStorage;
 use openraft::storage::RaftLogStorageExt;
 use openraft::storage::RaftStateMachine;
@@ -10,8 +12,6 @@ use openraft::testing::Suite;
 use openraft::RaftLogReader;
 use openraft::RaftSnapshotBuilder;
 use openraft::StorageIOError;
-use raft::typ;
-use raft::TypeConfig;
 use tempfile::TempDir;
 
 use super::*;
@@ -99,7 +99,7 @@ async fn everything_survives_a_reopen() {
     assert_eq!(current.snapshot.into_inner(), snapshot.snapshot.into_inner());
 
     // Applying the rest continues exactly where a store that never restarted would be.
-    let mut reference = raft::IdStateMachine::default();
+    let mut reference = leafraft_state::IdStateMachine::default();
     let reference_responses: Vec<_> = entries.iter().map(|e| reference.apply(e)).collect();
     let responses = sm.apply(entries[applied..].to_vec()).await.expect("apply rest");
     assert_eq!(responses, reference_responses[applied..]);
@@ -114,7 +114,7 @@ async fn everything_survives_a_reopen() {
 fn a_fresh_store_is_empty() {
     let (_dir, store) = temp_store(false);
     assert_eq!(store.state_machine.applied_at_open(), None);
-    assert_eq!(store.state_machine.read(Clone::clone), raft::IdStateMachine::default());
+    assert_eq!(store.state_machine.read(Clone::clone), leafraft_state::IdStateMachine::default());
 }
 
 fn closed_store() -> TempDir {
@@ -248,13 +248,13 @@ fn an_older_format_version_is_refused_clearly() {
 #[test]
 fn a_newer_value_version_is_refused_clearly() {
     let dir = closed_store();
-    let mut record = codec::encode(&raft::TagRecord {
+    let mut record = codec::encode(&leafraft_state::TagRecord {
         max_id: 1,
         step: 1,
         description: String::new(),
         created_at_ms: 0,
         updated_at_ms: 0,
-        mode: raft::TagMode::Segment,
+        mode: leafraft_state::TagMode::Segment,
     })
     .expect("encode");
     record[0] = 9;
@@ -279,7 +279,7 @@ fn an_undecodable_value_is_corruption() {
 #[test]
 fn regression_an_unknown_command_in_the_log_advised_a_rebuild() {
     let dir = closed_store();
-    let mut entry = codec::encode(&normal(1, 7, raft::Request::Noop)).expect("encode");
+    let mut entry = codec::encode(&normal(1, 7, leafraft_state::Request::Noop)).expect("encode");
     let variant = entry.len() - 4;
     entry[variant..].copy_from_slice(&99u32.to_le_bytes());
     overwrite(&dir, Keyspace::Log, &keys::log_key(7), entry);

@@ -4,10 +4,10 @@
 use std::time::Duration;
 use std::time::Instant;
 
+use leafraft_state::Request;
 use openraft::error::ClientWriteError;
 use openraft::error::RaftError;
 use openraft::ServerState;
-use raft::Request;
 
 use crate::fixtures;
 use crate::fixtures::TestCluster;

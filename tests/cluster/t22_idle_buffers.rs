@@ -89,7 +89,7 @@ async fn many_tails_go_back_in_a_few_entries_and_no_id_is_served_twice() {
     fixtures::run(async {
         let cluster = TestCluster::new(3).await;
         let leader = cluster.leader().await;
-        let raise = raft::Request::SetClusterVersion { version: raft::Version::CLAIM_BATCHES };
+        let raise = leafraft_state::Request::SetClusterVersion { version: leafraft_state::Version::CLAIM_BATCHES };
         cluster.raft(leader).client_write(raise).await.expect("the cluster version is raised");
         let tags: Vec<String> = (0..40).map(|i| format!("tag-{i:02}")).collect();
         for tag in &tags {
@@ -103,7 +103,7 @@ async fn many_tails_go_back_in_a_few_entries_and_no_id_is_served_twice() {
         }
         let (_, before) = cluster.converge(&ids).await;
         for &id in &ids {
-            assert!(cluster.cluster(id).cluster_version() >= raft::Version::CLAIM_BATCHES);
+            assert!(cluster.cluster(id).cluster_version() >= leafraft_state::Version::CLAIM_BATCHES);
         }
         let nodes = cluster.nodes();
         let given_back_before = tails_given_back(&nodes);

@@ -2,7 +2,7 @@
 //! set: after a power cut of all three nodes a consistent read went back 51,200 IDs).
 //!
 //! What a power cut leaves on a leader's disk: its log up to its last sync (a leader counts its
-//! own entries before they are synced, `raft::durability`, so entries its followers hold may be
+//! own entries before they are synced, `leafraft_durability`, so entries its followers hold may be
 //! missing), and a state machine and committed index that may lag that log (applies are never
 //! synced: the log is). Each test builds that disk through the stores' own calls
 //! ([`TestCluster::edit_killed_store`]) and restarts the node on it.
@@ -13,11 +13,11 @@
 //! A restarted node must win an election first: then it appends a new blank entry, which every
 //! read waits for, and all its log ids are of a new term.
 
+use leafraft_state::NodeId;
+use leafraft_state::Request;
 use openraft::storage::RaftLogStorage;
 use openraft::storage::RaftStateMachine;
 use openraft::RaftLogReader;
-use raft::NodeId;
-use raft::Request;
 
 use crate::fixtures;
 use crate::fixtures::cluster::CATCH_UP_LIMIT;

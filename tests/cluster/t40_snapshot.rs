@@ -46,7 +46,8 @@ async fn a_new_learner_is_brought_up_by_a_snapshot() {
             .expect("the learner receives a snapshot");
         assert!(learner.purged.is_some_and(|id| purged <= id.index), "the learner's log starts after the snapshot");
         let n_chunks = cluster.router.stats().delivered_snapshot_chunks - chunks_before;
-        let snapshot_len = cluster.state(leader, raft::codec::encode).expect("the state machine encodes").len();
+        let snapshot_len =
+            cluster.state(leader, leafraft_state::codec::encode).expect("the state machine encodes").len();
         tracing::info!(n_chunks, snapshot_len, "snapshot delivered");
         assert!(2 <= n_chunks, "the snapshot ({snapshot_len} bytes) came in {n_chunks} chunks through the router");
         cluster.converge(&[1, 2, 3, 4]).await;

@@ -1,10 +1,10 @@
 //! Partitions: a leader cut off in a minority cannot commit, the majority goes on without it, and
 //! after healing the deposed leader discards its uncommitted claim.
 
+use leafraft_state::Request;
+use leafraft_state::Response;
 use openraft::error::ClientWriteError;
 use openraft::error::RaftError;
-use raft::Request;
-use raft::Response;
 
 use crate::fixtures;
 use crate::fixtures::cluster::CATCH_UP_LIMIT;

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use leafraft_history::real_time_order;
 use leafraft_history::Span;
-use raft::Request;
-use raft::Response;
-use raft::TagMode;
+use leafraft_state::Request;
+use leafraft_state::Response;
+use leafraft_state::TagMode;
 use tokio::time::Instant;
 
 use crate::fixtures;

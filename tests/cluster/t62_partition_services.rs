@@ -13,7 +13,7 @@ use std::time::Duration;
 use leafraft_history::duplicates;
 use leafraft_history::overlapping_ranges;
 use leafraft_history::Handed;
-use raft::NodeId;
+use leafraft_state::NodeId;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 

@@ -14,8 +14,8 @@ use std::time::Duration;
 use leafraft::error::ErrorCode;
 use leafraft_history::overlapping_ranges;
 use leafraft_history::Handed;
-use raft::Request;
-use raft::Version;
+use leafraft_state::Request;
+use leafraft_state::Version;
 use tokio::time::Instant;
 
 use crate::fixtures;

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use raft::NodeId;
-use raft::Request;
-use raft::TagMode;
+use leafraft_state::NodeId;
+use leafraft_state::Request;
+use leafraft_state::TagMode;
 use tokio::time::Instant;
 
 use crate::fixtures;

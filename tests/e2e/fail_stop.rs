@@ -8,7 +8,7 @@ use std::time::Duration;
 use std::time::Instant;
 
 use leafraft::cluster::Forwarded;
-use raft::typ;
+use leafraft_state::typ;
 
 use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
@@ -92,12 +92,12 @@ async fn a_node_whose_raft_stops_on_a_storage_error_exits_non_zero() {
 fn corrupt_an_applied_entry(data_dir: &Path, tag: &str) {
     let db = sled::open(data_dir).expect("open the stopped node's sled database");
     let log = db.open_tree("log").expect("log tree");
-    let decode = |bytes: &[u8]| -> typ::Entry { raft::codec::decode(&bytes[1..]).expect("a log entry") };
+    let decode = |bytes: &[u8]| -> typ::Entry { leafraft_state::codec::decode(&bytes[1..]).expect("a log entry") };
     let (key, value) = log
         .iter()
         .map(|kv| kv.expect("read the log"))
         .find(|(_, value)| {
-            matches!(&decode(value).payload, openraft::EntryPayload::Normal(raft::Request::CreateTag { tag: t, .. }) if t == tag)
+            matches!(&decode(value).payload, openraft::EntryPayload::Normal(leafraft_state::Request::CreateTag { tag: t, .. }) if t == tag)
         })
         .expect("the create is in the log");
     // Version byte, log id (24 bytes), payload and request variants (4 + 4): then the tag's length.
@@ -116,7 +116,7 @@ async fn requests_in_flight_at_a_storage_failure_are_answered_with_an_error() {
     let mut cluster = with_stand_in_leader(move |op| {
         let arrived = arrived.clone();
         async move {
-            if matches!(op, Forwarded::Write(raft::Request::CreateTag { .. })) {
+            if matches!(op, Forwarded::Write(leafraft_state::Request::CreateTag { .. })) {
                 let _ = arrived.send(()).await;
             }
             std::future::pending().await

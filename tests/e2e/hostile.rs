@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use leafraft_state::typ;
 use openraft::Vote;
-use raft::typ;
 
 use crate::harness::new_tag;
 use crate::harness::ProcessCluster;
@@ -61,16 +61,16 @@ async fn regression_a_sixteen_byte_body_aborts_the_node() {
     let (status, text) = post_raw(&mut cluster, "/raft/forward", sixteen).await;
     assert_eq!(status, 400, "/raft/forward: {text}");
 
-    let mut claims_2_60 = raft::codec::encode(&snapshot_chunk(term, 0, vec![])).expect("encode");
+    let mut claims_2_60 = leafraft_state::codec::encode(&snapshot_chunk(term, 0, vec![])).expect("encode");
     let data_len_at = claims_2_60.len() - 9;
     claims_2_60[data_len_at..data_len_at + 8].copy_from_slice(&(1u64 << 60).to_le_bytes());
     let (status, text) = post_raw(&mut cluster, "/raft/snapshot", claims_2_60).await;
     assert_eq!(status, 400, "a chunk claiming 2^60 bytes: {text}");
 
-    let first = raft::codec::encode(&snapshot_chunk(term, 0, vec![1; 16])).expect("encode");
+    let first = leafraft_state::codec::encode(&snapshot_chunk(term, 0, vec![1; 16])).expect("encode");
     let (status, text) = post_raw(&mut cluster, "/raft/snapshot", first).await;
     assert_eq!(status, 200, "a first chunk: {text}");
-    let far = raft::codec::encode(&snapshot_chunk(term, 1 << 60, vec![1; 16])).expect("encode");
+    let far = leafraft_state::codec::encode(&snapshot_chunk(term, 1 << 60, vec![1; 16])).expect("encode");
     let (status, text) = post_raw(&mut cluster, "/raft/snapshot", far).await;
     assert_eq!(status, 400, "a chunk at offset 2^60: {text}");
 

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use raft::typ;
+use leafraft_state::typ;
 use reqwest::Method;
 
 use crate::harness::new_tag;
@@ -28,19 +28,20 @@ fn forget_applies_since_create(data_dir: &Path, tag: &str) {
     let log = db.open_tree("log").expect("log tree");
     let decode = |bytes: &[u8]| -> typ::Entry {
         assert_eq!(bytes[0], storage::FORMAT_VERSION);
-        raft::codec::decode(&bytes[1..]).expect("a log entry")
+        leafraft_state::codec::decode(&bytes[1..]).expect("a log entry")
     };
     let entries: Vec<typ::Entry> = log.iter().map(|kv| decode(&kv.expect("read the log").1)).collect();
     let create_at = entries
         .iter()
-        .position(|e| matches!(&e.payload, openraft::EntryPayload::Normal(raft::Request::CreateTag { tag: t, .. }) if t == tag))
+        .position(|e| matches!(&e.payload, openraft::EntryPayload::Normal(leafraft_state::Request::CreateTag { tag: t, .. }) if t == tag))
         .expect("the create is in the follower's log");
     let later: Vec<_> =
         entries[create_at + 1..].iter().filter(|e| !matches!(e.payload, openraft::EntryPayload::Blank)).collect();
     assert!(later.is_empty(), "entries after the create would be applied twice: {later:?}");
     let before = entries[create_at - 1].log_id;
-    let versioned =
-        |value: &typ::LogId| [vec![storage::FORMAT_VERSION], raft::codec::encode(value).expect("encode")].concat();
+    let versioned = |value: &typ::LogId| {
+        [vec![storage::FORMAT_VERSION], leafraft_state::codec::encode(value).expect("encode")].concat()
+    };
     let state_machine = db.open_tree("state_machine").expect("state machine tree");
     state_machine.remove(format!("tag/{tag}")).expect("forget the tag");
     state_machine.insert("last_applied", versioned(&before)).expect("rewind last_applied");

@@ -47,8 +47,8 @@ where
         post(move |body: Bytes| {
             let answer = answer.clone();
             async move {
-                let op: Forwarded = raft::codec::decode(&body).expect("a forwarded operation");
-                raft::codec::encode(&answer(op).await).expect("encode")
+                let op: Forwarded = leafraft_state::codec::decode(&body).expect("a forwarded operation");
+                leafraft_state::codec::encode(&answer(op).await).expect("encode")
             }
         }),
     );

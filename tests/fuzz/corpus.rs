@@ -10,6 +10,15 @@ use leafraft::cluster::ForwardedReply;
 use leafraft::cluster::MonotonicTake;
 use leafraft::error::Error;
 use leafraft::error::ErrorCode;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Node;
+use leafraft_state::Request;
+use leafraft_state::Response;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
+use leafraft_state::WorkerLease;
 use openraft::error::Fatal;
 use openraft::error::RaftError;
 use openraft::error::SnapshotMismatch;
@@ -17,15 +26,6 @@ use openraft::CommittedLeaderId;
 use openraft::EntryPayload;
 use openraft::SnapshotSegmentId;
 use openraft::Vote;
-use raft::typ;
-use raft::IdStateMachine;
-use raft::Node;
-use raft::Request;
-use raft::Response;
-use raft::SnowflakeLayout;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
-use raft::WorkerLease;
 use serde::Serialize;
 
 /// The sender of the Raft RPCs: a peer of the fuzzed node (node 1), which refuses RPCs in its own
@@ -33,7 +33,7 @@ use serde::Serialize;
 const PEER: u64 = 2;
 
 pub fn encoded<T: Serialize>(values: &[T]) -> Vec<Vec<u8>> {
-    values.iter().map(|value| raft::codec::encode(value).expect("a valid value encodes")).collect()
+    values.iter().map(|value| leafraft_state::codec::encode(value).expect("a valid value encodes")).collect()
 }
 
 pub fn log_id(term: u64, index: u64) -> typ::LogId {
@@ -67,13 +67,13 @@ pub fn requests() -> Vec<Request> {
         Request::Restore {
             tags: BTreeMap::from([(
                 "order".to_string(),
-                raft::TagRecord {
+                leafraft_state::TagRecord {
                     max_id: 1_000_001,
                     step: 1000,
                     description: "orders".into(),
                     created_at_ms: 7,
                     updated_at_ms: 9,
-                    mode: raft::TagMode::Segment,
+                    mode: leafraft_state::TagMode::Segment,
                 },
             )]),
             layout: Some(SnowflakeLayout::LEAF),
@@ -123,7 +123,7 @@ pub fn snapshot_meta() -> typ::SnapshotMeta {
 }
 
 pub fn snapshot_requests() -> Vec<Vec<u8>> {
-    let data = raft::codec::encode(&state_machines()[1]).expect("encode");
+    let data = leafraft_state::codec::encode(&state_machines()[1]).expect("encode");
     let chunk = |offset: u64, data: Vec<u8>, done| typ::InstallSnapshotRequest {
         vote: Vote::new_committed(2, PEER),
         meta: snapshot_meta(),
@@ -159,8 +159,8 @@ fn responses() -> Vec<Response> {
         Response::Tag { tag: "order".into(), record },
         Response::Segment { start: 1, end: 1001 },
         Response::Released { applied: true },
-        Response::Rejected(raft::Rejection::MaxIdDecrease { current: 5 }),
-        Response::Rejected(raft::Rejection::InvalidArgument("bad".into())),
+        Response::Rejected(leafraft_state::Rejection::MaxIdDecrease { current: 5 }),
+        Response::Rejected(leafraft_state::Rejection::InvalidArgument("bad".into())),
         Response::SnowflakeLayout(SnowflakeLayout::LEAF),
         Response::WorkerAcquired { worker: 1, epoch: 2, floor_ms: 3, window_end_ms: 4 },
         Response::WorkerExtended { window_end_ms: 5 },
@@ -220,7 +220,7 @@ pub fn tag_records() -> Vec<TagRecord> {
             description: "orders".into(),
             created_at_ms: 7,
             updated_at_ms: 8,
-            mode: raft::TagMode::Segment,
+            mode: leafraft_state::TagMode::Segment,
         },
         TagRecord {
             max_id: u64::MAX >> 1,
@@ -228,7 +228,7 @@ pub fn tag_records() -> Vec<TagRecord> {
             description: String::new(),
             created_at_ms: 0,
             updated_at_ms: 0,
-            mode: raft::TagMode::Segment,
+            mode: leafraft_state::TagMode::Segment,
         },
     ]
 }

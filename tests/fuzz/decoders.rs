@@ -1,17 +1,17 @@
 //! Every decoder on the wire and on disk, fed arbitrary and mutated bytes: it answers a value or
 //! an error, never panics, and never allocates more at once than serde's cautious preallocation
-//! (1 MiB) plus what the input's own length allows (see `raft::codec`).
+//! (1 MiB) plus what the input's own length allows (see `leafraft_state::codec`).
 
 use leafraft::cluster::ForwardError;
 use leafraft::cluster::Forwarded;
 use leafraft::cluster::ForwardedReply;
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use proptest::test_runner::TestRunner;
-use raft::typ;
-use raft::IdStateMachine;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
 use serde::de::DeserializeOwned;
 
 use crate::alloc::largest_allocation;
@@ -27,7 +27,7 @@ fn allowed(len: usize) -> usize {
 }
 
 fn decodes_within_bounds<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), TestCaseError> {
-    let ((), largest) = largest_allocation(|| drop(raft::codec::decode::<T>(bytes)));
+    let ((), largest) = largest_allocation(|| drop(leafraft_state::codec::decode::<T>(bytes)));
     prop_assert!(largest <= allowed(bytes.len()), "{} bytes made the decoder allocate {largest} at once", bytes.len());
     Ok(())
 }
@@ -35,7 +35,7 @@ fn decodes_within_bounds<T: DeserializeOwned>(bytes: &[u8]) -> Result<(), TestCa
 /// Runs `CASES` hostile inputs built from `corpus` through the decoder of `T`.
 fn fuzz<T: DeserializeOwned>(corpus: Vec<Vec<u8>>) {
     for valid in &corpus {
-        if let Err(e) = raft::codec::decode::<T>(valid) {
+        if let Err(e) = leafraft_state::codec::decode::<T>(valid) {
             panic!("a corpus value does not decode as {}: {e}", std::any::type_name::<T>());
         }
     }

@@ -118,7 +118,7 @@ async fn start_node(dir: &TempDir) -> RunningNode {
         assert!(Instant::now() < deadline, "the fuzz node did not become ready");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let create = raft::Request::CreateTag {
+    let create = leafraft_state::Request::CreateTag {
         tag: "order".into(),
         max_id: 1,
         step: 1000,

@@ -9,10 +9,10 @@ use axum::body::Body;
 use axum::http::Method;
 use axum::http::Request;
 use axum::http::StatusCode;
+use leafraft_state::typ;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use proptest::test_runner::TestRunner;
-use raft::typ;
 use serde::de::DeserializeOwned;
 
 use crate::config;
@@ -265,7 +265,7 @@ fn fuzz_http_raft_bodies() {
 
 /// `body`, cut at the end until it no longer decodes as `T`.
 fn undecodable<T: DeserializeOwned>(mut body: Vec<u8>) -> Vec<u8> {
-    while raft::codec::decode::<T>(&body).is_ok() {
+    while leafraft_state::codec::decode::<T>(&body).is_ok() {
         body.pop();
     }
     body

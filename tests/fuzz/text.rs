@@ -39,7 +39,7 @@ fn fuzz_import_files() {
             match import::parse(&text) {
                 Ok(rows) => {
                     for row in &rows {
-                        prop_assert!(row.line >= 1 && raft::tag::validate_tag(&row.tag).is_ok(), "{row:?}");
+                        prop_assert!(row.line >= 1 && leafraft_state::tag::validate_tag(&row.tag).is_ok(), "{row:?}");
                     }
                     let _ = import::plan(&rows, &existing);
                 }

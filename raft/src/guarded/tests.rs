@@ -12,7 +12,7 @@ use openraft::EntryPayload;
 use openraft::LogId;
 
 use super::*;
-use crate::LocalDurability;
+use leafraft_durability::LocalDurability;
 
 /// What the scripted link saw and will answer, shared with the test.
 #[derive(Default)]

@@ -26,13 +26,13 @@ use super::APPEND_PATH;
 use super::SNAPSHOT_PATH;
 use super::VOTE_PATH;
 use crate::amnesia::AMNESIAC_CODE;
-use crate::codec;
 use crate::guarded::Appended;
 use crate::guarded::Link;
 use crate::guarded::Transport;
-use crate::typ;
-use crate::Node;
-use crate::NodeId;
+use leafraft_state::codec;
+use leafraft_state::typ;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
 
 const OCTET_STREAM: &str = "application/octet-stream";
 

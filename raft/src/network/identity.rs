@@ -30,8 +30,8 @@ use std::sync::RwLock;
 use axum::http::HeaderMap;
 use axum::http::HeaderValue;
 
-use crate::typ;
-use crate::NodeId;
+use leafraft_state::typ;
+use leafraft_state::NodeId;
 
 pub const CLUSTER_ID_HEADER: &str = "x-leafraft-cluster-id";
 pub const NODE_ID_HEADER: &str = "x-leafraft-node-id";

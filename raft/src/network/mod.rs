@@ -5,7 +5,7 @@
 //!
 //! # Wire format
 //! Every request is `POST http://{addr}/raft/{append|vote|snapshot}` with the RPC encoded by
-//! [`crate::codec::encode`] as an `application/octet-stream` body, and `Authorization: Bearer
+//! [`leafraft_state::codec::encode`] as an `application/octet-stream` body, and `Authorization: Bearer
 //! <secret>` when the cluster has a secret. The answer is a 200 whose body is the encoded
 //! `Result<Response, RaftError<E>>` exactly as `Raft::{append_entries, vote, install_snapshot}`
 //! returned it: the peer's Raft errors travel inside a 200, so any other status means the request

@@ -28,10 +28,10 @@ use super::VOTE_PATH;
 use crate::amnesia::Amnesia;
 use crate::amnesia::AmnesiaGuard;
 use crate::amnesia::AMNESIAC_CODE;
-use crate::codec;
-use crate::typ;
-use crate::NodeId;
 use crate::Raft;
+use leafraft_state::codec;
+use leafraft_state::typ;
+use leafraft_state::NodeId;
 
 /// The largest RPC body accepted: the largest legitimate message (see `codec::MAX_RPC_BYTES`).
 /// axum's default (2 MiB) is below openraft's snapshot chunk (3 MiB); a body over the limit would

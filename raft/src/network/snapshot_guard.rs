@@ -15,11 +15,11 @@ use std::sync::PoisonError;
 use openraft::error::SnapshotMismatch;
 use openraft::SnapshotSegmentId;
 
-use crate::typ;
+use leafraft_state::typ;
 
 /// The largest snapshot accepted: no chunk may end beyond it. Equal to the largest input the
 /// codec decodes, since the whole snapshot is decoded as one value when it is installed.
-pub const MAX_SNAPSHOT_BYTES: u64 = crate::codec::MAX_DECODE_BYTES as u64;
+pub const MAX_SNAPSHOT_BYTES: u64 = leafraft_state::codec::MAX_DECODE_BYTES as u64;
 
 /// Why a chunk is not handed to openraft.
 #[derive(Debug, PartialEq, Eq)]

@@ -34,11 +34,11 @@ use tokio::sync::mpsc;
 use super::server::router;
 use super::server::RaftRpc;
 use super::*;
-use crate::codec;
 use crate::guarded::GuardedConnection;
-use crate::typ;
 use crate::GuardedNetwork;
-use crate::Request;
+use leafraft_state::codec;
+use leafraft_state::typ;
+use leafraft_state::Request;
 
 const TARGET: u64 = 2;
 
@@ -66,7 +66,7 @@ async fn connect(addr: SocketAddr, secret: Option<&str>) -> GuardedConnection<Co
     let identity = Arc::new(IdentityCheck::new(1, 11));
     let http = NetworkFactory::new(reqwest::Client::new(), secret.map(Arc::from), identity);
     let mut factory = GuardedNetwork::new(http, None);
-    factory.new_client(TARGET, &crate::Node::new(addr.to_string(), 7)).await
+    factory.new_client(TARGET, &leafraft_state::Node::new(addr.to_string(), 7)).await
 }
 
 fn option() -> RPCOption {
@@ -251,8 +251,8 @@ async fn client_and_routes_round_trip_all_rpcs() {
     let addr = serve(router(stub.clone())).await;
     let mut conn = connect(addr, None).await;
 
-    let nodes: BTreeMap<u64, crate::Node> =
-        (1..=3).map(|id| (id, crate::Node::new(format!("127.0.0.1:{id}"), id))).collect();
+    let nodes: BTreeMap<u64, leafraft_state::Node> =
+        (1..=3).map(|id| (id, leafraft_state::Node::new(format!("127.0.0.1:{id}"), id))).collect();
     let membership = typ::Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes);
     let entries = vec![
         typ::Entry { log_id: log_id(1, 1, 1), payload: EntryPayload::Membership(membership) },

@@ -19,8 +19,8 @@ use axum::http::HeaderMap;
 use axum::http::HeaderValue;
 use tokio::sync::Notify;
 
-use crate::version::Version;
-use crate::NodeId;
+use leafraft_state::version::Version;
+use leafraft_state::NodeId;
 
 /// The release the sender runs (`0.2.0`).
 pub const VERSION_HEADER: &str = "x-leafraft-version";

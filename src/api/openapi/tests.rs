@@ -154,8 +154,8 @@ fn the_error_schema_lists_every_code() {
 
 #[test]
 fn the_layout_schema_mirrors_the_raft_type() {
-    let leaf = raft::SnowflakeLayout::LEAF;
-    let real = raft::records::snowflake_layout::serialize(&leaf, serde_json::value::Serializer).unwrap();
+    let leaf = leafraft_ids::snowflake::Layout::LEAF;
+    let real = leafraft_state::records::snowflake_layout::serialize(&leaf, serde_json::value::Serializer).unwrap();
     let mirror: SnowflakeLayout = serde_json::from_value(real.clone()).expect("same fields");
     assert_eq!(serde_json::to_value(mirror).unwrap(), real);
 }

@@ -8,8 +8,8 @@ use super::instant;
 use super::or_dash;
 use super::Page;
 use crate::api::AppState;
-use crate::engine::IdRange;
 use crate::segments::BufferState;
+use leafraft_ids::IdRange;
 
 /// The most tag rows the page shows.
 pub const MAX_TAG_ROWS: usize = 100;
@@ -22,7 +22,7 @@ pub struct TagRow {
     pub step: u64,
     pub description: String,
     pub updated_at_ms: u64,
-    /// Served only by the leader's sequencer (`raft::TagMode::Monotonic`): no node keeps buffers
+    /// Served only by the leader's sequencer (`leafraft_state::TagMode::Monotonic`): no node keeps buffers
     /// of it, and `max_id` bounds every ID the leaders have served.
     pub monotonic: bool,
     /// This node's buffers (`None` until it has served the tag).
@@ -48,7 +48,7 @@ pub fn gather(state: &AppState, search: Option<&str>) -> (Vec<TagRow>, usize) {
                 step: record.step,
                 description: record.description.clone(),
                 updated_at_ms: record.updated_at_ms,
-                monotonic: record.mode == raft::TagMode::Monotonic,
+                monotonic: record.mode == leafraft_state::TagMode::Monotonic,
                 buffers: None,
             })
         };

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::cluster::ReplicationStatus;
-use crate::engine::timeseq::SecondRange;
-use crate::engine::IdRange;
 use crate::segments::BufferState;
+use leafraft_ids::timeseq::SecondRange;
+use leafraft_ids::IdRange;
 
 fn cluster(node_id: u64, leader: Option<u64>, replication: bool) -> ClusterStatus {
     let nodes: BTreeMap<u64, String> = [1, 2, 3, 4].iter().map(|id| (*id, format!("127.0.0.1:900{id}"))).collect();
@@ -74,10 +74,10 @@ fn page(cluster: ClusterStatus) -> Page {
         ],
         tag_count: 2,
         tag_search: None,
-        layout: Some(raft::SnowflakeLayout::LEAF),
+        layout: Some(leafraft_ids::snowflake::Layout::LEAF),
         workers: vec![(
             0,
-            raft::WorkerLease {
+            leafraft_state::WorkerLease {
                 holder: Some(2),
                 epoch: 3,
                 window_end_ms: 1_800_000_009_800,
@@ -101,7 +101,7 @@ fn page(cluster: ClusterStatus) -> Page {
             namespaces: vec![
                 timeseq::NamespaceRow {
                     name: "orders".into(),
-                    record: raft::NamespaceRecord {
+                    record: leafraft_state::NamespaceRecord {
                         epoch_s: 1_577_836_800,
                         utc_offset_s: 28_800,
                         shard_bits: 12,
@@ -118,7 +118,7 @@ fn page(cluster: ClusterStatus) -> Page {
                 },
                 timeseq::NamespaceRow {
                     name: "idle-ns".into(),
-                    record: raft::NamespaceRecord {
+                    record: leafraft_state::NamespaceRecord {
                         epoch_s: 1_577_836_800,
                         utc_offset_s: 0,
                         shard_bits: 10,

@@ -8,14 +8,14 @@ use maud::Markup;
 use crate::api::namespaces::time_zone_name;
 use crate::api::respond::rfc3339;
 use crate::api::AppState;
-use crate::engine::timeseq::SecondRange;
 use crate::timeseq::NamespaceState;
+use leafraft_ids::timeseq::SecondRange;
 
 /// One namespace as the page shows it.
 #[derive(Debug, Clone)]
 pub struct NamespaceRow {
     pub name: String,
-    pub record: raft::NamespaceRecord,
+    pub record: leafraft_state::NamespaceRecord,
     /// This node's ranges (`None` until it has served the namespace).
     pub ranges: Option<NamespaceState>,
 }

@@ -2,8 +2,8 @@
 //! at or above the new `max_id` or floor, arithmetic never wraps, and a later recovery from the same
 //! copy starts at least as high as an earlier one (a backup restored twice).
 
+use leafraft_state::WorkerLease;
 use proptest::prelude::*;
-use raft::WorkerLease;
 
 use super::*;
 
@@ -14,7 +14,7 @@ fn record(max_id: u64) -> TagRecord {
         description: String::new(),
         created_at_ms: 5,
         updated_at_ms: 6,
-        mode: raft::TagMode::Segment,
+        mode: leafraft_state::TagMode::Segment,
     }
 }
 
@@ -26,7 +26,7 @@ fn old_state(max_ids: &[u64], windows: &[u64], floor_ms: u64) -> OldState {
     let tags = max_ids.iter().enumerate().map(|(i, &max_id)| (format!("t{i}"), record(max_id))).collect();
     let workers = (0u32..).zip(windows).map(|(id, &end)| (id, lease(end))).collect();
     let snowflake = SnowflakeRegistry { layout: Some(SnowflakeLayout::LEAF), workers, floor_ms };
-    OldState { tags, snowflake, timeseq: raft::TimeseqRegistry::default() }
+    OldState { tags, snowflake, timeseq: leafraft_state::TimeseqRegistry::default() }
 }
 
 /// `claims_per_sec × the tag's claim bound × seconds`, exact.
@@ -130,7 +130,7 @@ fn a_tag_claims_at_most_its_claimers_largest_step() {
     assert_eq!(claim_bound(&segment), 1_000_000, "Leaf's largest dynamic step");
     let big = TagRecord { step: 5_000_000, ..record(1) };
     assert_eq!(claim_bound(&big), 5_000_000, "a tag configured above it claims its own step");
-    let monotonic = TagRecord { mode: raft::TagMode::Monotonic, ..record(1) };
+    let monotonic = TagRecord { mode: leafraft_state::TagMode::Monotonic, ..record(1) };
     assert_eq!(claim_bound(&monotonic), MAX_STEP, "the sequencer doubles up to the largest step");
 }
 
@@ -193,14 +193,17 @@ fn the_restore_carries_the_raised_state() {
 fn the_timeseq_floor_is_above_every_second_the_old_cluster_can_have_claimed() {
     let options = MarginOptions::default();
     let recover_ms = 1_800_000_000_000;
-    let mut old = raft::TimeseqRegistry { newest_now_ms: recover_ms - 5_000, ..Default::default() };
+    let mut old = leafraft_state::TimeseqRegistry { newest_now_ms: recover_ms - 5_000, ..Default::default() };
     let floor = timeseq_floor_s(&old, recover_ms, &options);
-    let old_latest_claim_s = (recover_ms + options.margin_ms + raft::timeseq::LOOKAHEAD_MS) / 1000;
+    let old_latest_claim_s = (recover_ms + options.margin_ms + leafraft_state::timeseq::LOOKAHEAD_MS) / 1000;
     assert!(floor > old_latest_claim_s, "{floor} <= {old_latest_claim_s}");
     // A copy whose clock ran ahead of the recovering machine's, or a floor from an earlier
     // recovery, raises it further.
     old.newest_now_ms = recover_ms + 3_600_000;
-    assert!(timeseq_floor_s(&old, recover_ms, &options) > (old.newest_now_ms + raft::timeseq::LOOKAHEAD_MS) / 1000);
+    assert!(
+        timeseq_floor_s(&old, recover_ms, &options)
+            > (old.newest_now_ms + leafraft_state::timeseq::LOOKAHEAD_MS) / 1000
+    );
     old.newest_now_ms = 0;
     old.floor_s = recover_ms / 1000 + 7_200;
     assert!(timeseq_floor_s(&old, recover_ms, &options) > old.floor_s);

@@ -1,8 +1,8 @@
 //! Replaying a survivor's log tail: values at their highest, the copy time from the committed
 //! part only; and a directory a process holds is refused.
 
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
 use openraft::CommittedLeaderId;
-use raft::SnowflakeLayout;
 
 use super::*;
 
@@ -41,7 +41,7 @@ fn a_release_in_the_tail_lowers_nothing_and_a_claim_raises() {
 #[test]
 fn a_release_batch_in_the_tail_lowers_nothing() {
     let state = base();
-    let release = raft::Release { tag: "t".into(), from: 120, expected_max_id: 201 };
+    let release = leafraft_state::Release { tag: "t".into(), from: 120, expected_max_id: 201 };
     let tail = [
         entry(5, Request::ClaimSegment { tag: "t".into(), step: 100 }),
         entry(6, Request::ReleaseBatch { releases: vec![release] }),
@@ -55,7 +55,7 @@ fn a_release_batch_in_the_tail_lowers_nothing() {
 #[test]
 fn regression_every_row_of_an_import_in_the_tail_is_counted() {
     let state = base();
-    let row = |tag: &str, max_id| raft::ImportRow { tag: tag.into(), max_id, step: 100, description: None };
+    let row = |tag: &str, max_id| leafraft_state::ImportRow { tag: tag.into(), max_id, step: 100, description: None };
     let import = Request::ImportTags { rows: vec![row("imported", 5_000), row("t", 10_000)], now_ms: 3_000 };
     let (replayed, copy_time) = replay(&state, &[entry(5, import)], Some(5));
     assert_eq!(replayed.tags.get("imported").map(|r| r.max_id), Some(5_000), "a tag the import created");

@@ -10,16 +10,16 @@ use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
+use leafraft_state::IdStateMachine;
+use leafraft_state::Request;
+use leafraft_state::Response;
 use proptest::prelude::*;
-use raft::IdStateMachine;
-use raft::Request;
-use raft::Response;
 
 use super::*;
-use crate::engine::segment::Switch;
-use crate::engine::IdRange;
-use crate::engine::SegmentBuffer;
-use crate::engine::Take;
+use leafraft_ids::segment::Switch;
+use leafraft_ids::IdRange;
+use leafraft_ids::SegmentBuffer;
+use leafraft_ids::Take;
 
 #[test]
 fn a_buffer_is_idle_once_its_count_stood_still_for_the_idle_time() {
@@ -266,7 +266,7 @@ impl StandIn {
 impl crate::claims::ClaimWriter for StandIn {
     fn write(&self, request: Request) -> crate::claims::WriteFuture<'_> {
         Box::pin(async move {
-            let size = raft::codec::encode(&request).expect("encode").len();
+            let size = leafraft_state::codec::encode(&request).expect("encode").len();
             self.sent.lock().unwrap().push((matches!(request, Request::ReleaseBatch { .. }), size));
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -302,7 +302,7 @@ async fn a_graceful_stop_at_0_3_0_gives_every_tail_back_in_bounded_batches() {
     let sent = cluster.sent.lock().unwrap().clone();
     assert_eq!(sent.len(), batches, "one entry per batch");
     assert!(sent.iter().all(|(batch, _)| *batch), "only ReleaseBatch entries at 0.3.0");
-    assert!(sent.iter().all(|(_, size)| *size <= raft::codec::MAX_REQUEST_BYTES), "{sent:?}");
+    assert!(sent.iter().all(|(_, size)| *size <= leafraft_state::codec::MAX_REQUEST_BYTES), "{sent:?}");
     assert_eq!(cluster.most_in_flight.load(Ordering::SeqCst), MAX_BATCHES_IN_FLIGHT);
     let rounds = batches.div_ceil(MAX_BATCHES_IN_FLIGHT) as u32;
     assert_eq!(started.elapsed(), Duration::from_millis(500) * rounds, "{MAX_BATCHES_IN_FLIGHT} batches at a time");
@@ -371,14 +371,15 @@ fn tails_are_cut_into_batches_within_the_request_limit() {
         assert!(!batch.is_empty());
         let releases = batch
             .iter()
-            .map(|(tag, from, expected_max_id)| raft::Release {
+            .map(|(tag, from, expected_max_id)| leafraft_state::Release {
                 tag: tag.clone(),
                 from: *from,
                 expected_max_id: *expected_max_id,
             })
             .collect();
-        let encoded = raft::codec::encode(&raft::Request::ReleaseBatch { releases }).expect("encode");
-        assert!(encoded.len() <= raft::codec::MAX_REQUEST_BYTES, "a batch of {} bytes", encoded.len());
+        let encoded =
+            leafraft_state::codec::encode(&leafraft_state::Request::ReleaseBatch { releases }).expect("encode");
+        assert!(encoded.len() <= leafraft_state::codec::MAX_REQUEST_BYTES, "a batch of {} bytes", encoded.len());
     }
     for pair in batches.windows(2) {
         let bytes: usize = pair[0].iter().map(encoded_len).sum();

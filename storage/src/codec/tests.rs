@@ -5,7 +5,7 @@
 //! History: before any release, v1 was extended in place twice, when the snowflake registry was
 //! appended to the state machine and when `WorkerLease` gained `released_by` (trailing bytes
 //! only; every other literal stayed the same). v2 (issue 10) appended `incarnation` to every
-//! member (`raft::Node`) and `cluster_id` to the state machine, and added `SetClusterId`; every
+//! member (`leafraft_state::Node`) and `cluster_id` to the state machine, and added `SetClusterId`; every
 //! literal changed its first byte, and those holding a membership gained the incarnations. v1 is
 //! refused by name (`OpenError::OutdatedVersion`), not converted. Before any release, v2 was then
 //! extended in place: the snowflake registry gained `floor_ms` (trailing bytes of the registry) and
@@ -26,14 +26,14 @@
 
 use std::fmt::Debug;
 
-use raft::typ;
-use raft::IdStateMachine;
-use raft::Request;
-use raft::SnowflakeLayout;
-use raft::SnowflakeRegistry;
-use raft::TagRecord;
-use raft::TimeseqRegistry;
-use raft::WorkerLease;
+use leafraft_ids::snowflake::Layout as SnowflakeLayout;
+use leafraft_state::typ;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Request;
+use leafraft_state::SnowflakeRegistry;
+use leafraft_state::TagRecord;
+use leafraft_state::TimeseqRegistry;
+use leafraft_state::WorkerLease;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -66,7 +66,7 @@ fn tag_record() -> TagRecord {
         description: "ids".into(),
         created_at_ms: 7,
         updated_at_ms: 8,
-        mode: raft::TagMode::Segment,
+        mode: leafraft_state::TagMode::Segment,
     }
 }
 
@@ -178,13 +178,13 @@ fn normal_entries_of_every_request() {
 fn every_request_holds_every_variant_of_request() {
     let requests = every_request();
     for (position, request) in requests.iter().enumerate() {
-        let bytes = raft::codec::encode(request).expect("encode");
+        let bytes = leafraft_state::codec::encode(request).expect("encode");
         let discriminant = u32::from_le_bytes(bytes[..4].try_into().expect("4 bytes"));
         assert_eq!(discriminant as usize, position, "{request:?}");
     }
     let next = u32::try_from(requests.len()).expect("few variants").to_le_bytes();
     // An unknown discriminant, not a known variant whose fields are missing (`UnexpectedEnd`).
-    match raft::codec::decode::<Request>(&next) {
+    match leafraft_state::codec::decode::<Request>(&next) {
         Err(bincode::error::DecodeError::UnexpectedEnd { .. }) | Ok(_) => {
             panic!("Request has a variant after the last one every_request() lists")
         }
@@ -245,7 +245,7 @@ fn snapshot_data_with_a_cluster_version() {
     assert_eq!(encode_snapshot(&at_baseline).expect("encode"), encode(&at_baseline).expect("encode"));
     assert_eq!(decode_snapshot(&encode(&at_baseline).expect("encode")).expect("decode"), at_baseline);
 
-    let moved = IdStateMachine { cluster_version: raft::Version::new(0, 2, 0), ..state_machine() };
+    let moved = IdStateMachine { cluster_version: leafraft_state::Version::new(0, 2, 0), ..state_machine() };
     let bytes = encode_snapshot(&moved).expect("encode");
     let baseline_body = encode(&at_baseline).expect("encode");
     assert_eq!(bytes[0], SNAPSHOT_WITH_CLUSTER_VERSION);
@@ -258,7 +258,7 @@ fn snapshot_data_with_a_cluster_version() {
 
 #[test]
 fn cluster_version_value() {
-    golden("cluster version", &raft::Version::new(0, 2, 0), "02000000000200000000000000");
+    golden("cluster version", &leafraft_state::Version::new(0, 2, 0), "02000000000200000000000000");
 }
 
 #[test]

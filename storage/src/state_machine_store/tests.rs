@@ -1,7 +1,7 @@
 //! Applying, snapshot building and installing, checked against the engine's contents.
 
+use leafraft_state::Rejection;
 use openraft::RaftSnapshotBuilder;
-use raft::Rejection;
 
 use super::*;
 use crate::engine::BLOB_DIR;
@@ -60,28 +60,28 @@ async fn reopened_state_equals_memory_after_each_apply() {
         vec![next(create("b", 1, 10)), next(create("a", 100, 10))],
         vec![next(claim("a", 10)), next(claim("a", 5)), next(claim("b", 3))],
         vec![next(Request::ReleaseSegment { tag: "a".into(), from: 112, expected_max_id: 115 })],
-        vec![next(Request::SetClusterVersion { version: raft::Version::new(0, 2, 0) }), next(Request::Noop)],
+        vec![next(Request::SetClusterVersion { version: leafraft_state::Version::new(0, 2, 0) }), next(Request::Noop)],
         // A claim batch changes the tags it names and the time-sequence registry.
         vec![
             next(Request::CreateNamespace { namespace: "orders".into(), record: namespace_record() }),
             next(Request::ClaimBatch {
                 claims: vec![
-                    raft::Claim::Segment { tag: "a".into(), step: 7 },
-                    raft::Claim::Timeseq {
+                    leafraft_state::Claim::Segment { tag: "a".into(), step: 7 },
+                    leafraft_state::Claim::Timeseq {
                         namespace: "orders".into(),
                         second: 1_700_000_001,
                         count: 5,
                         now_ms: 1_700_000_000_500,
                     },
-                    raft::Claim::Segment { tag: "b".into(), step: 2 },
+                    leafraft_state::Claim::Segment { tag: "b".into(), step: 2 },
                 ],
             }),
         ],
         // The switch to the split time-sequence layout, and a claim batch stored in it.
         vec![
-            next(Request::SetClusterVersion { version: raft::Version::CLAIM_BATCHES }),
+            next(Request::SetClusterVersion { version: leafraft_state::Version::CLAIM_BATCHES }),
             next(Request::ClaimBatch {
-                claims: vec![raft::Claim::Timeseq {
+                claims: vec![leafraft_state::Claim::Timeseq {
                     namespace: "orders".into(),
                     second: 1_700_000_002,
                     count: 3,
@@ -92,8 +92,8 @@ async fn reopened_state_equals_memory_after_each_apply() {
         // A release batch lowers each tag whose release matches it, and only those.
         vec![next(Request::ReleaseBatch {
             releases: vec![
-                raft::Release { tag: "a".into(), from: 116, expected_max_id: 119 },
-                raft::Release { tag: "b".into(), from: 4, expected_max_id: 5 },
+                leafraft_state::Release { tag: "a".into(), from: 116, expected_max_id: 119 },
+                leafraft_state::Release { tag: "b".into(), from: 4, expected_max_id: 5 },
             ],
         })],
     ];
@@ -108,7 +108,7 @@ async fn reopened_state_equals_memory_after_each_apply() {
     drop((sm, store));
     let store = crate::open(dir.path(), &options(false)).expect("reopen");
     assert_eq!(store.state_machine.applied_at_open(), Some(log_id(1, 13)));
-    assert_eq!(store.state_machine.read(|s| s.cluster_version), raft::Version::CLAIM_BATCHES);
+    assert_eq!(store.state_machine.read(|s| s.cluster_version), leafraft_state::Version::CLAIM_BATCHES);
     assert_eq!(store.state_machine.read(|s| s.timeseq.next_seq["orders"][&1_700_000_002]), 3);
 }
 
@@ -124,23 +124,30 @@ async fn the_cluster_version_rises_persists_and_travels_in_snapshots() {
     assert_eq!(sm.shared.engine.get(Keyspace::StateMachine, keys::CLUSTER_VERSION).expect("get"), None);
 
     let set = |version| Request::SetClusterVersion { version };
-    let entries = [normal(1, 1, set(raft::Version::new(0, 2, 0))), normal(1, 2, set(raft::Version::new(0, 1, 5)))];
+    let entries = [
+        normal(1, 1, set(leafraft_state::Version::new(0, 2, 0))),
+        normal(1, 2, set(leafraft_state::Version::new(0, 1, 5))),
+    ];
     let responses = sm.apply(entries).await.expect("apply");
     let at = |version| Response::ClusterVersion { version };
-    assert_eq!(responses, [at(raft::Version::new(0, 2, 0)), at(raft::Version::new(0, 2, 0))], "never lowered");
+    assert_eq!(
+        responses,
+        [at(leafraft_state::Version::new(0, 2, 0)), at(leafraft_state::Version::new(0, 2, 0))],
+        "never lowered"
+    );
     let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
     let data = snapshot.snapshot.get_ref();
     assert_eq!(data[0], codec::SNAPSHOT_WITH_CLUSTER_VERSION);
-    assert_eq!(codec::decode_snapshot(data).expect("decode").cluster_version, raft::Version::new(0, 2, 0));
+    assert_eq!(codec::decode_snapshot(data).expect("decode").cluster_version, leafraft_state::Version::new(0, 2, 0));
 
     let (_other_dir, other) = temp_store(false);
     let mut other_sm = other.state_machine.clone();
     let installed = Box::new(Cursor::new(data.clone()));
     other_sm.install_snapshot(&snapshot.meta, installed).await.expect("install");
     let reopened = StateMachineStore::open(Arc::clone(&other_sm.shared.engine)).expect("load");
-    assert_eq!(reopened.read(|s| s.cluster_version), raft::Version::new(0, 2, 0));
+    assert_eq!(reopened.read(|s| s.cluster_version), leafraft_state::Version::new(0, 2, 0));
 
-    let ahead = raft::Version::new(raft::Version::OWN.major + 1, 0, 0);
+    let ahead = leafraft_state::Version::new(leafraft_state::Version::OWN.major + 1, 0, 0);
     sm.apply([normal(1, 3, set(ahead))]).await.expect("apply");
     drop((sm, store));
     let refused = crate::open(dir.path(), &options(false)).err().expect("a store of a newer cluster is refused");
@@ -223,12 +230,16 @@ async fn install_replaces_the_state_and_the_snapshot() {
             membership_entry(1, 1, &[1, 2]),
             normal(1, 2, create("kept", 1, 10)),
             normal(1, 3, claim("kept", 10)),
-            normal(1, 4, raft::Request::SetClusterId { cluster_id: 77 }),
-            normal(1, 5, raft::Request::CreateNamespace { namespace: "n".into(), record: namespace_record() }),
+            normal(1, 4, leafraft_state::Request::SetClusterId { cluster_id: 77 }),
+            normal(
+                1,
+                5,
+                leafraft_state::Request::CreateNamespace { namespace: "n".into(), record: namespace_record() },
+            ),
             normal(
                 1,
                 6,
-                raft::Request::ClaimTimeseq {
+                leafraft_state::Request::ClaimTimeseq {
                     namespace: "n".into(),
                     second: 1_700_000_001,
                     count: 9,

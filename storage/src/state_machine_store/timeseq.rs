@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 
-use raft::TimeseqRegistry;
-use raft::Version;
+use leafraft_state::TimeseqRegistry;
+use leafraft_state::Version;
 use serde::Deserialize;
 use serde::Serialize;
 
@@ -84,12 +84,12 @@ impl<'a> TimeseqKeys<'a> {
     }
 
     /// The (second, namespace) of every time-sequence claim of a batch.
-    pub fn claims(claims: &'a [raft::Claim]) -> TimeseqKeys<'a> {
+    pub fn claims(claims: &'a [leafraft_state::Claim]) -> TimeseqKeys<'a> {
         let seconds = claims
             .iter()
             .filter_map(|claim| match claim {
-                raft::Claim::Timeseq { namespace, second, .. } => Some((*second, namespace.as_str())),
-                raft::Claim::Segment { .. } | raft::Claim::Monotonic { .. } => None,
+                leafraft_state::Claim::Timeseq { namespace, second, .. } => Some((*second, namespace.as_str())),
+                leafraft_state::Claim::Segment { .. } | leafraft_state::Claim::Monotonic { .. } => None,
             })
             .collect();
         TimeseqKeys { namespaces: Vec::new(), seconds }

@@ -24,9 +24,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::codec;
 use crate::network::NetworkFactory;
-use crate::Node;
+use leafraft_state::codec;
+use leafraft_state::Node;
 
 const CLUSTER: u64 = 0xc1;
 

@@ -5,14 +5,14 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use leafraft_state::timeseq::RETENTION_S;
+use leafraft_state::Claim;
+use leafraft_state::IdStateMachine;
+use leafraft_state::Request;
+use leafraft_state::Response;
 use openraft::storage::RaftStateMachine;
 use openraft::RaftSnapshotBuilder;
 use proptest::prelude::*;
-use raft::timeseq::RETENTION_S;
-use raft::Claim;
-use raft::IdStateMachine;
-use raft::Request;
-use raft::Response;
 
 use super::*;
 use crate::fixtures::*;
@@ -115,7 +115,7 @@ async fn the_registry_is_split_by_the_apply_that_reaches_claim_batches() {
 async fn a_whole_registry_at_claim_batches_is_split_by_the_next_apply() {
     let (_dir, store) = temp_store(false);
     let sm = store.state_machine.clone();
-    let mut registry = raft::TimeseqRegistry { newest_now_ms: T0_S * 1000, ..Default::default() };
+    let mut registry = leafraft_state::TimeseqRegistry { newest_now_ms: T0_S * 1000, ..Default::default() };
     registry.namespaces.insert("orders".into(), namespace_record());
     registry.next_seq.insert("orders".into(), [(T0_S, 7)].into());
     let mut batch = Batch::default();
@@ -142,7 +142,7 @@ fn a_store_holding_both_layouts_is_refused() {
     let (_dir, store) = temp_store(false);
     let sm = store.state_machine.clone();
     let mut batch = Batch::default();
-    batch.put(keys::TIMESEQ, codec::encode(&raft::TimeseqRegistry::default()).expect("encode"));
+    batch.put(keys::TIMESEQ, codec::encode(&leafraft_state::TimeseqRegistry::default()).expect("encode"));
     batch.put(keys::timeseq_namespace_key("orders"), codec::encode(&namespace_record()).expect("encode"));
     sm.shared.engine.write(Keyspace::StateMachine, batch).expect("write");
     let Err((what, error)) = StateMachineStore::open(Arc::clone(&sm.shared.engine)) else {

@@ -82,7 +82,7 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
 async fn measure(nodes: &[RunningNode], options: &ClaimsOptions) -> Result<Vec<ClaimsResult>, String> {
     let leader = wait_for_leader(nodes).await?;
     let tag = "bench-claims";
-    let create = raft::Request::CreateTag {
+    let create = leafraft_state::Request::CreateTag {
         tag: tag.to_string(),
         max_id: 1,
         step: options.step,
@@ -132,10 +132,10 @@ async fn run_level(
             let mut errors = 0u64;
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                let res = cluster.write(raft::Request::ClaimSegment { tag: tag.clone(), step }).await;
+                let res = cluster.write(leafraft_state::Request::ClaimSegment { tag: tag.clone(), step }).await;
                 let micros = u64::try_from(t0.elapsed().as_micros()).unwrap_or(u64::MAX);
                 match res {
-                    Ok(raft::Response::Segment { .. }) => histogram.saturating_record(micros),
+                    Ok(leafraft_state::Response::Segment { .. }) => histogram.saturating_record(micros),
                     _ => errors += 1,
                 }
             }

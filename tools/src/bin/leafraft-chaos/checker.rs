@@ -35,11 +35,11 @@ mod timeseq;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
 
-use leafraft::engine::snowflake::Layout;
 use leafraft_history::duplicates;
 use leafraft_history::overlapping_ranges;
 use leafraft_history::real_time_order;
 use leafraft_history::Handed;
+use leafraft_ids::snowflake::Layout;
 
 use crate::history::History;
 use crate::history::Incarnation;
@@ -628,11 +628,7 @@ mod tests {
             .iter()
             .map(|&(ms, worker, sequence)| {
                 LAYOUT
-                    .compose(leafraft::engine::snowflake::Parts {
-                        timestamp_ms: LAYOUT.epoch_ms + ms,
-                        worker,
-                        sequence,
-                    })
+                    .compose(leafraft_ids::snowflake::Parts { timestamp_ms: LAYOUT.epoch_ms + ms, worker, sequence })
                     .expect("fits the layout")
             })
             .collect();

@@ -46,7 +46,7 @@ use anyhow::bail;
 use anyhow::Context;
 use clap::Parser;
 use clap::ValueEnum;
-use leafraft::engine::snowflake::Layout;
+use leafraft_ids::snowflake::Layout;
 use serde_json::json;
 use serde_json::Value;
 

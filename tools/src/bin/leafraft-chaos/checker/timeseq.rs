@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use leafraft::engine::timeseq::Layout;
-use leafraft::engine::timeseq::Parts;
 use leafraft_history::duplicates;
 use leafraft_history::real_time_order;
+use leafraft_ids::timeseq::Layout;
+use leafraft_ids::timeseq::Parts;
 
 use super::secs;
 use super::where_;
