@@ -1,7 +1,7 @@
 //! `cargo bench --bench timeseq`: one time-sequence ID from a ready range (`RangeHolder::take`,
 //! what `Timeseq::next_ids` does per request while the current second's range lasts) against a
 //! bare `AtomicU64::fetch_add`, measured in the same run, reported as a ratio (bar: within 3×,
-//! issue 13 acceptance 3). Encoding the long form (`Layout::encode`) is timed separately, since
+//! `docs/bars.md#speed`). Encoding the long form (`Layout::encode`) is timed separately, since
 //! the server does it once per ID when it writes the answer.
 
 use std::hint::black_box;

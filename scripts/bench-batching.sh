@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The write-path scenarios of issue 29 (acceptance 3 and 4), each on a fresh 3-node cluster of
+# The write-path scenarios (batched claims and many namespaces), each on a fresh 3-node cluster of
 # release `leafraft serve` processes (fsync on, loopback):
 #   3. time-sequence namespaces (`leafraft-bench namespaces`): N namespaces, each asked for one ID
 #      per second on every node for S seconds, at every N of --namespaces (default 1,000 and
@@ -107,7 +107,7 @@ echo "== 4. the first ID of each of $tags tags, 64 in flight round robin over 3 
 start_cluster first
 status=0
 "$bench" first-ids --nodes "$nodes" --tags "$tags" --concurrency 64 --json >"$work/first.json" || status=$?
-# The graceful stop that follows gives every buffer's tail back (issue 29's release batches).
+# The graceful stop that follows gives every buffer's tail back (the release batches).
 stop_began=$(date +%s.%N)
 for pid in "${cluster_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 for pid in "${cluster_pids[@]}"; do wait "$pid" 2>/dev/null || true; done

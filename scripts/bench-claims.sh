@@ -6,10 +6,10 @@
 #   - Leaf's own claim on MariaDB (Debian's mariadb-server, a private instance with
 #     sync_binlog=1 and innodb_flush_log_at_trx_commit=1, on the same disk): one client doing
 #     BEGIN; UPDATE leaf_alloc SET max_id = max_id + step ...; SELECT ...; COMMIT, one at a time
-#     (issue 17's bar); then the same on a replicated MariaDB: a primary and two replicas with
+#     (the bar); then the same on a replicated MariaDB: a primary and two replicas with
 #     lossless semi-synchronous replication, as a 3-node leafraft replicates (with the replicas
 #     syncing their relay log before they acknowledge, and with MariaDB's default of not syncing);
-#   - the same claim as a compare-and-swap transaction on a local 3-member etcd (SPEC §7's).
+#   - the same claim as a compare-and-swap transaction on a local 3-member etcd (`docs/bars.md`).
 # Each baseline missing (and not installable without root) is skipped with a message.
 # Usage: scripts/bench-claims.sh [--duration-secs S]
 set -euo pipefail
@@ -85,7 +85,7 @@ mariadb_baseline() {
     echo "MariaDB baseline skipped: install Debian's mariadb-server to run it"
     return
   fi
-  # One server, as issue 17's bar has it: nothing is replicated.
+  # One server, as the bar has it: nothing is replicated.
   mariadb_start 1 "$(free_port)" --skip-networking
   echo "MariaDB $(mariadb_sql 1 -N -e "SELECT VERSION()"), sync_binlog=1, innodb_flush_log_at_trx_commit=1, one client:"
   mariadb_claims 1

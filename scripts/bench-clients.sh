@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The client libraries' local path (issue 39, acceptance 2), per client, in one run against one
+# The client libraries' local path, per client, in one run against one
 # real `leafraft serve` node on a free loopback port:
 #   - next_id on a warm handle against the language's own atomic increment, timed in the same run
 #     (interleaved rounds, median): Java AtomicLong.getAndIncrement, Go atomic.Int64.Add, Python

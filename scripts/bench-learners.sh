@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learners as serving replicas (issue 17): what each learner costs the leader, and that a learner
+# Learners as serving replicas: what each learner costs the leader, and that a learner
 # serves as fast as a voter. For 0, 2, 4 and 8 learners (fresh cluster each: 3 voters + the
 # learners, release build, fsync on, processes on loopback): a fixed rate of one-ID requests on
 # the two followers with small segments (dynamic step pinned, so claims keep coming); reported: the leader's CPU time (user + system, from /proc), the

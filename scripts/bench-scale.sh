@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many tags (issue 17): a 3-node cluster (release build, fsync on) gets N tags (default 100,000)
+# Many tags: a 3-node cluster (release build, fsync on) gets N tags (default 100,000)
 # through `leafraft tag import`, then prints what a large deployment meets: the import time,
 # resident memory per node and per tag, `GET /v1/tags?limit=1000` latency and size, the status
 # page and `/metrics` sizes, a follower's restart-to-ready time, and a new learner's catch-up.

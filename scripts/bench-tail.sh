@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tail of the one-ID path (issue 29, acceptance 6). Finds the counter server's maximum rate
+# The tail of the one-ID path. Finds the counter server's maximum rate
 # (`leafraft-bench counter-server` under `leafraft-bench http`, 64 connections, as fast as answers
 # come; the median of 3 runs), then at fixed rates of 50 %, 75 % and 90 % of it runs
 # `leafraft-bench http --rate R` with 64 connections against the counter and against

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The speed bars of SPEC.md §7 for segment IDs, each measured against a baseline in the same run:
+# The speed bars of `docs/bars.md` for segment IDs, each measured against a baseline in the same run:
 #   1. one ID per request (Leaf's path, 3-node cluster, keep-alive) vs a trivial axum counter
 #      server under the same load generator: requests/s and the ratio (bar >= 0.8);
 #   2. latency at half of leafraft's peak rate: p50/p99/p99.9 (bar p99.9 <= 1 ms);
@@ -30,7 +30,7 @@ duration=10
 concurrency=16
 switch_secs=15
 only_monotonic=0
-# The last commit with the leader lease (issue 35 replaced it): section 6d measures against it.
+# The last commit with the leader lease (the fence replaced it): section 6d measures against it.
 lease_commit=dcd6af4c66a13e2cbf5ca12ce1b175c9404cb111
 only_single=0
 only_tls=0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The chaos suite (issue 6): real `leafraft serve` processes, concurrent clients on every ID
+# The chaos suite: real `leafraft serve` processes, concurrent clients on every ID
 # endpoint, a seeded schedule of faults, and a checker that fails on any duplicate ID.
 #
 #   scripts/chaos.sh --seed 7 --nodes 3 --duration 60      # one run (any leafraft-chaos flags)
@@ -40,7 +40,7 @@ fi
 # The CI short set: both cluster sizes and, between them, the fifteen fault kinds named below
 # (seeds picked with `leafraft-chaos --seed N --duration 60 --dry-run`): the wiped member in every
 # run, a majority lost and recovered from a survivor in both 60 s runs, and in every run the busy
-# tag `chaos-switch` moved from segment to monotonic (issue 35; its own lane, once, a fifth to half
+# tag `chaos-switch` moved from segment to monotonic (its own lane, once, a fifth to half
 # way through, so it adds no time and leaves the other kinds' schedules as they were), judged by
 # `switch-real-time` from the move's 200 on; about 4 minutes in all (the issue allows 6), and the
 # power-loss run below, about one more.
@@ -117,7 +117,7 @@ if [ ${#top_up[@]} -gt 0 ]; then
   echo "chaos: the runs above did not inject ${top_up[*]}: one more run of those alone"
   ci_run "seed 7 (top-up: ${top_up[*]})" "$(IFS=,; echo "${top_up[*]}")" --seed 7 --nodes 3 --duration 30
 fi
-# One power-loss run (issue 24): every node's data directory on a FUSE mount that drops what was
+# One power-loss run: every node's data directory on a FUSE mount that drops what was
 # never synced; one node's power cut and every node's at once.
 # Seed 1: 8 single-node and 3 whole-cluster cuts; with --fsync false it served 3,019 IDs twice.
 ci_run "seed 1 (power loss)" "$power_kinds" --seed 1 --nodes 3 --duration 40

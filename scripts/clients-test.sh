@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The client libraries (issue 39): the Java, Go and Python clients' own unit tests, then one
+# The client libraries: the Java, Go and Python clients' own unit tests, then one
 # conformance suite that drives all four clients (Rust, Java, Go, Python) the same way against
 # real `leafraft serve` processes.
 #
@@ -400,7 +400,7 @@ if [ "$mode" = full ]; then
   check planted 0 --expect-duplicates || planted_ok=1
 fi
 
-# --- 4. the benchmarks (issue 39, acceptance 2): each client's next_id against its language's atomic
+# --- 4. the benchmarks: each client's next_id against its language's atomic
 bench_ok=0
 if [ "$mode" = full ]; then
   for i in 1 2 3; do kill "${node_pid[$i]}" 2>/dev/null || true; done

@@ -3,7 +3,7 @@
 # (kubectl kustomize), against the Kubernetes schemas of a pinned version with a pinned
 # kubernetes-validate (strict: unknown fields fail); the StatefulSet's derivation settings against
 # its Services; that nothing in deploy/ passes a secret on a command line or as a plain
-# environment value (files only); and day two (issue 37), in every file and every rendering: no
+# environment value (files only); and day two, in every file and every rendering: no
 # founding state (LEAFRAFT_INITIAL_CLUSTER_STATE / --initial-cluster-state, a value that would
 # have to differ between the first formation and later), no volume claim retention policy that
 # deletes volumes, and no `kubectl set env` / `kubectl edit` step in the Kubernetes docs. Both

@@ -14,7 +14,7 @@
 #      settled, see 5) serves
 #   5. `docker network disconnect`s a follower: the other two must serve and accept writes; the
 #      cut-off one (reached with `docker exec ... /leafraft id ...`, the image has no shell) must
-#      serve from its buffers or answer one of SPEC's errors; reconnects it with its alias,
+#      serve from its buffers or answer one of the errors of docs/api.md; reconnects it with its alias,
 #      checks it rejoins and, once the cluster has settled (every node at one term under one
 #      leader, serving snowflake, for a second: the election a rejoining node with a higher term
 #      forces can come after the first agreement), that every node serves
@@ -41,7 +41,7 @@ TAG=e2e_order        # created at the start
 TAG2=e2e_failover    # created while the old leader is dead
 TAG3=e2e_partition   # created while a follower is cut off
 TAGS=("$TAG" "$TAG2" "$TAG3")
-# What a node may answer instead of IDs while it cannot reach a quorum (SPEC §6).
+# What a node may answer instead of IDs while it cannot reach a quorum (`docs/api.md#error-codes`).
 ALLOWED_CUT_OFF="SEGMENTS_NOT_READY NOT_READY NO_LEADER WORKER_UNAVAILABLE CLOCK_BACKWARDS"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/leafraft-e2e.XXXXXX")"
@@ -468,9 +468,9 @@ for n in "${SURVIVORS[@]}"; do
   fi
 done
 log "load on the survivors during the failover:$bg_summary"
-note "leader kill: node $OLD_LEADER (term $OLD_TERM) killed; node $NEW_LEADER leader (term $NEW_TERM) after ${ELECTION_MS} ms (from the docker kill call, which took $((t_killed - t_kill)) ms; SPEC bar 2000 ms: $([ "$ELECTION_MS" -le 2000 ] && echo met || echo MISSED))"
+note "leader kill: node $OLD_LEADER (term $OLD_TERM) killed; node $NEW_LEADER leader (term $NEW_TERM) after ${ELECTION_MS} ms (from the docker kill call, which took $((t_killed - t_kill)) ms; bar of docs/bars.md 2000 ms: $([ "$ELECTION_MS" -le 2000 ] && echo met || echo MISSED))"
 note "survivors under load during the failover:$bg_summary"
-[ "$ELECTION_MS" -le 2000 ] || log "WARNING: the new leader took ${ELECTION_MS} ms, over SPEC's 2 s"
+[ "$ELECTION_MS" -le 2000 ] || log "WARNING: the new leader took ${ELECTION_MS} ms, over the 2 s of docs/bars.md"
 
 code=$(http POST "${SURVIVORS[0]}" /v1/tags "{\"tag\":\"$TAG2\",\"step\":500}" "$LEAFRAFT_SECRET")
 [ "$code" = 201 ] || fail "creating tag $TAG2 with one node dead answered $code $(cat "$WORK/body")"
@@ -540,7 +540,7 @@ while :; do
   for answer in "$s" "$f"; do
     case "$answer" in
       ok*) ;;
-      *) [[ " $ALLOWED_CUT_OFF " == *" $answer "* ]] || fail "cut-off node $CUT answered '$answer', not IDs nor one of SPEC's errors" ;;
+      *) [[ " $ALLOWED_CUT_OFF " == *" $answer "* ]] || fail "cut-off node $CUT answered '$answer', not IDs nor one of the errors of docs/api.md" ;;
     esac
   done
   [[ "$s" == ok* ]] && served=$((served + 1))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzz properties (issue 11), run long: every decoder on the wire and on disk, the import and
+# The fuzz properties, run long: every decoder on the wire and on disk, the import and
 # config parsers, and every HTTP route of an in-process node, fed arbitrary and mutated input.
 #
 #   scripts/fuzz.sh --minutes 30                    # rounds until 30 minutes are up

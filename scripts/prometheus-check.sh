@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Proves deploy/prometheus and deploy/grafana against a real Prometheus (issue 28):
+# Proves deploy/prometheus and deploy/grafana against a real Prometheus:
 #   1. promtool check rules + promtool test rules (every alert fires and stays quiet on synthetic series);
 #   2. a real 3-node leafraft cluster (TLS, mutual TLS between peers, admin and client tokens from
 #      files) scraped every second by a real Prometheus with the rules loaded: every expression of the

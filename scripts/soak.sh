@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Leaks (issue 17): resident memory and open file descriptors of every node over a long load run
+# Leaks: resident memory and open file descriptors of every node over a long load run
 # with leader kills. Three voters and a learner (release build, fsync on) serve segment,
 # snowflake and time-sequence IDs at a fixed rate to three load generators (each checks its own
 # kind for duplicates); every --kill-every seconds the leader is killed with SIGKILL and restarted

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rolling-upgrade test (issue 26): a live 3-node cluster on the previous release (the baseline,
+# The rolling-upgrade test: a live 3-node cluster on the previous release (the baseline,
 # releases/0.1.0) upgraded member by member to this tree's binary while clients take IDs, one
 # member rolled back, and the cluster version moving only after the last member.
 #

@@ -3,7 +3,7 @@
 //! Segment refills and time-sequence claims used to be one Raft entry each, so the entries a
 //! cluster committed grew with the tags and namespaces in use (1,000 namespaces on three nodes:
 //! 3,000 entries a second). Here they queue (`batch_queue`), and one driver task per node sends
-//! whatever is queued as one `Request::ClaimBatch` (issue 29), the next one forming while one is
+//! whatever is queued as one `Request::ClaimBatch`, the next one forming while one is
 //! in flight: under load a batch holds what arrived while the previous one committed. Beside it
 //! only full batches go, up to `MAX_BATCHES_IN_FLIGHT`.
 //!

@@ -159,7 +159,7 @@ impl Settings {
         let text =
             std::fs::read_to_string(path).map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
-            // One line (SPEC §3): the message and where, without toml's multi-line snippet.
+            // One line (`docs/semantics.md#command-line`): the message and where, without toml's multi-line snippet.
             let line = e
                 .span()
                 .map(|span| text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1);
@@ -311,7 +311,7 @@ impl Config {
 fn resolve_timing(layers: &Settings) -> Result<(Duration, Duration, Duration), String> {
     let heartbeat = Duration::from_millis(layers.heartbeat_ms.unwrap_or(50));
     // Measured: a new leader takes about 3.5 election timeouts after the old one dies; 300 ms
-    // keeps that well inside SPEC's 2 s.
+    // keeps that well inside the 2 s of `docs/bars.md#safety`.
     let election_timeout = Duration::from_millis(layers.election_timeout_ms.unwrap_or(300));
     if heartbeat.is_zero() || election_timeout <= heartbeat {
         return Err("--election-timeout-ms must be larger than --heartbeat-ms (and both above 0)".into());

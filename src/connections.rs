@@ -3,7 +3,7 @@
 //! which takes a place before it accepts (used by the plain listener in `serve` and by
 //! `tls::TlsListener`).
 //!
-//! No single client can take every place (issue 36): one that kept idle connections open and
+//! No single client can take every place: one that kept idle connections open and
 //! reopened each as it closed held every place, and nobody else, supervisors' health checks
 //! included, got an answer. So:
 //!

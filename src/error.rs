@@ -9,7 +9,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde::Serialize;
 
-/// Stable error codes: clients match on these strings.
+/// Stable error codes: clients match on these strings. Their names, statuses and meanings are
+/// defined once in `leafraft-codes`; the variant order is the order of `leafraft_codes::ALL`
+/// (codes cross nodes positionally inside forwarded replies: append only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -55,65 +57,45 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
+    /// This code's one definition: wire name, HTTP status and meaning (`leafraft-codes`).
+    pub fn code(self) -> leafraft_codes::Code {
         match self {
-            ErrorCode::NotReady => "NOT_READY",
-            ErrorCode::TagNotFound => "TAG_NOT_FOUND",
-            ErrorCode::SegmentsNotReady => "SEGMENTS_NOT_READY",
-            ErrorCode::ClockBackwards => "CLOCK_BACKWARDS",
-            ErrorCode::WorkerUnavailable => "WORKER_UNAVAILABLE",
-            ErrorCode::TagExhausted => "TAG_EXHAUSTED",
-            ErrorCode::NoLeader => "NO_LEADER",
-            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
-            ErrorCode::TagExists => "TAG_EXISTS",
-            ErrorCode::MaxIdDecrease => "MAX_ID_DECREASE",
-            ErrorCode::NotALearner => "NOT_A_LEARNER",
-            ErrorCode::LastVoter => "LAST_VOTER",
-            ErrorCode::NodeNotFound => "NODE_NOT_FOUND",
-            ErrorCode::Unauthorized => "UNAUTHORIZED",
-            ErrorCode::NotFound => "NOT_FOUND",
-            ErrorCode::ClusterMismatch => "CLUSTER_MISMATCH",
-            ErrorCode::LearnerNotCaughtUp => "LEARNER_NOT_CAUGHT_UP",
-            ErrorCode::ModeMismatch => "MODE_MISMATCH",
-            ErrorCode::NamespaceNotFound => "NAMESPACE_NOT_FOUND",
-            ErrorCode::NamespaceExists => "NAMESPACE_EXISTS",
-            ErrorCode::SecondExhausted => "SECOND_EXHAUSTED",
-            ErrorCode::ClockAhead => "CLOCK_AHEAD",
-            ErrorCode::Forbidden => "FORBIDDEN",
-            ErrorCode::FeatureNotEnabled => "FEATURE_NOT_ENABLED",
-            ErrorCode::ClockUnchecked => "CLOCK_UNCHECKED",
-            ErrorCode::MembersBehind => "MEMBERS_BEHIND",
+            ErrorCode::NotReady => leafraft_codes::NOT_READY,
+            ErrorCode::TagNotFound => leafraft_codes::TAG_NOT_FOUND,
+            ErrorCode::SegmentsNotReady => leafraft_codes::SEGMENTS_NOT_READY,
+            ErrorCode::ClockBackwards => leafraft_codes::CLOCK_BACKWARDS,
+            ErrorCode::WorkerUnavailable => leafraft_codes::WORKER_UNAVAILABLE,
+            ErrorCode::TagExhausted => leafraft_codes::TAG_EXHAUSTED,
+            ErrorCode::NoLeader => leafraft_codes::NO_LEADER,
+            ErrorCode::InvalidArgument => leafraft_codes::INVALID_ARGUMENT,
+            ErrorCode::TagExists => leafraft_codes::TAG_EXISTS,
+            ErrorCode::MaxIdDecrease => leafraft_codes::MAX_ID_DECREASE,
+            ErrorCode::NotALearner => leafraft_codes::NOT_A_LEARNER,
+            ErrorCode::LastVoter => leafraft_codes::LAST_VOTER,
+            ErrorCode::NodeNotFound => leafraft_codes::NODE_NOT_FOUND,
+            ErrorCode::Unauthorized => leafraft_codes::UNAUTHORIZED,
+            ErrorCode::NotFound => leafraft_codes::NOT_FOUND,
+            ErrorCode::ClusterMismatch => leafraft_codes::CLUSTER_MISMATCH,
+            ErrorCode::LearnerNotCaughtUp => leafraft_codes::LEARNER_NOT_CAUGHT_UP,
+            ErrorCode::ModeMismatch => leafraft_codes::MODE_MISMATCH,
+            ErrorCode::NamespaceNotFound => leafraft_codes::NAMESPACE_NOT_FOUND,
+            ErrorCode::NamespaceExists => leafraft_codes::NAMESPACE_EXISTS,
+            ErrorCode::SecondExhausted => leafraft_codes::SECOND_EXHAUSTED,
+            ErrorCode::ClockAhead => leafraft_codes::CLOCK_AHEAD,
+            ErrorCode::Forbidden => leafraft_codes::FORBIDDEN,
+            ErrorCode::FeatureNotEnabled => leafraft_codes::FEATURE_NOT_ENABLED,
+            ErrorCode::ClockUnchecked => leafraft_codes::CLOCK_UNCHECKED,
+            ErrorCode::MembersBehind => leafraft_codes::MEMBERS_BEHIND,
         }
     }
 
+    pub fn as_str(self) -> &'static str {
+        self.code().name
+    }
+
     pub fn status(self) -> StatusCode {
-        match self {
-            ErrorCode::NotReady
-            | ErrorCode::SegmentsNotReady
-            | ErrorCode::ClockBackwards
-            | ErrorCode::WorkerUnavailable
-            | ErrorCode::NoLeader
-            | ErrorCode::SecondExhausted
-            | ErrorCode::ClockAhead
-            | ErrorCode::ClockUnchecked
-            | ErrorCode::MembersBehind => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorCode::TagNotFound | ErrorCode::NodeNotFound | ErrorCode::NotFound | ErrorCode::NamespaceNotFound => {
-                StatusCode::NOT_FOUND
-            }
-            ErrorCode::TagExhausted
-            | ErrorCode::TagExists
-            | ErrorCode::MaxIdDecrease
-            | ErrorCode::NotALearner
-            | ErrorCode::LastVoter
-            | ErrorCode::ClusterMismatch
-            | ErrorCode::LearnerNotCaughtUp
-            | ErrorCode::ModeMismatch
-            | ErrorCode::FeatureNotEnabled => StatusCode::CONFLICT,
-            ErrorCode::NamespaceExists => StatusCode::CONFLICT,
-            ErrorCode::InvalidArgument => StatusCode::BAD_REQUEST,
-            ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
-            ErrorCode::Forbidden => StatusCode::FORBIDDEN,
-        }
+        // Every status of `leafraft_codes::ALL` is a valid one (its tests say so).
+        StatusCode::from_u16(self.code().status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
     }
 }
 

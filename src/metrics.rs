@@ -1,4 +1,4 @@
-//! `Metrics`: the Prometheus series of SPEC.md §4, in the text format at `/metrics`.
+//! `Metrics`: the Prometheus series of `docs/api.md`, in the text format at `/metrics`.
 //!
 //! Hot-path numbers (IDs issued per tag) live in plain atomics next to the buffers and are copied
 //! into the registry at scrape time, so serving an ID never touches the registry. Per-tag series

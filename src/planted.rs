@@ -37,7 +37,7 @@ pub enum PlantedBug {
     /// a namespace, it also installs the range's first sequences ahead of it, so those are served
     /// twice.
     TimeseqServeTwice,
-    /// `feature-gate-off`: commands are proposed whatever the cluster version (issue 26), so a
+    /// `feature-gate-off`: commands are proposed whatever the cluster version, so a
     /// member of an older release meets an entry it cannot decode (`tests/e2e/upgrade.rs`).
     FeatureGateOff,
     /// `batch-first-claim-only`: applying a `ClaimBatch` keeps only its first claim and answers

@@ -55,9 +55,9 @@ use self::view::RateSample;
 const MAX_BUFFER_CHANGES: usize = 3;
 
 /// How long a request waits for a buffer's first segment (or `SegmentConfig::wait` if longer).
-/// That claim is not an exhaustion, which SPEC bounds by `--segment-wait-ms`, but Leaf's
+/// That claim is not an exhaustion, which `docs/semantics.md#double-buffer-and-dynamic-step` bounds by `--segment-wait-ms`, but Leaf's
 /// synchronous initial load; a busy cluster can take longer than 100 ms to commit it, and a new
-/// tag's first ID then failed although nothing was wrong (issue 29, first IDs of 100,000 tags).
+/// tag's first ID then failed although nothing was wrong (first IDs of 100,000 tags).
 const FIRST_SEGMENT_WAIT: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy)]

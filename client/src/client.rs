@@ -293,7 +293,7 @@ impl Client {
             .clone()
     }
 
-    /// The handle on the monotonic `tag`'s IDs (SPEC §4b): one request per call, nothing kept.
+    /// The handle on the monotonic `tag`'s IDs (`docs/semantics.md#strictly-increasing-tags`): one request per call, nothing kept.
     pub fn monotonic(&self, tag: &str) -> Monotonic {
         Monotonic::new(tag, self.shared.transport.clone())
     }

@@ -1,4 +1,5 @@
-//! Typed errors: the server's stable codes (SPEC.md §6) kept as they are, plus what can only
+//! Typed errors: the server's stable codes (`docs/api.md#error-codes`, defined once in the
+//! `leafraft-codes` crate) kept as they are, plus what can only
 //! happen on the client's side (no node answered in time, a closed handle, a bad configuration).
 
 use std::fmt;
@@ -33,13 +34,14 @@ pub enum ErrorCode {
     SecondExhausted,
     /// The node's clock is ahead of what the cluster accepts (time-sequence claims).
     ClockAhead,
-    /// The request needs a newer cluster version than every member runs (SPEC §4d).
+    /// The request needs a newer cluster version than every member runs
+    /// (`docs/semantics.md#cluster-identity-and-versions`).
     FeatureNotEnabled,
     /// The node has not compared its clock with its peers' yet (its first moments after start):
     /// time-sequence IDs wait for that check. Another node, or a retry shortly, may serve.
     ClockUnchecked,
     /// A change every member must apply before it answers (a tag moved to `monotonic`) has not
-    /// reached the members named yet; it stays committed (SPEC §4b).
+    /// reached the members named yet; it stays committed (`docs/semantics.md#strictly-increasing-tags`).
     MembersBehind,
     /// A code this client does not know (a newer server).
     Other(String),
@@ -47,32 +49,32 @@ pub enum ErrorCode {
 
 /// Every known code with its wire spelling; `ErrorCode::parse` and `as_str` read it both ways.
 const CODES: [(ErrorCode, &str); 26] = [
-    (ErrorCode::NotReady, "NOT_READY"),
-    (ErrorCode::TagNotFound, "TAG_NOT_FOUND"),
-    (ErrorCode::SegmentsNotReady, "SEGMENTS_NOT_READY"),
-    (ErrorCode::ClockBackwards, "CLOCK_BACKWARDS"),
-    (ErrorCode::WorkerUnavailable, "WORKER_UNAVAILABLE"),
-    (ErrorCode::TagExhausted, "TAG_EXHAUSTED"),
-    (ErrorCode::NoLeader, "NO_LEADER"),
-    (ErrorCode::InvalidArgument, "INVALID_ARGUMENT"),
-    (ErrorCode::TagExists, "TAG_EXISTS"),
-    (ErrorCode::MaxIdDecrease, "MAX_ID_DECREASE"),
-    (ErrorCode::NotALearner, "NOT_A_LEARNER"),
-    (ErrorCode::LastVoter, "LAST_VOTER"),
-    (ErrorCode::NodeNotFound, "NODE_NOT_FOUND"),
-    (ErrorCode::Unauthorized, "UNAUTHORIZED"),
-    (ErrorCode::Forbidden, "FORBIDDEN"),
-    (ErrorCode::NotFound, "NOT_FOUND"),
-    (ErrorCode::ClusterMismatch, "CLUSTER_MISMATCH"),
-    (ErrorCode::LearnerNotCaughtUp, "LEARNER_NOT_CAUGHT_UP"),
-    (ErrorCode::ModeMismatch, "MODE_MISMATCH"),
-    (ErrorCode::NamespaceExists, "NAMESPACE_EXISTS"),
-    (ErrorCode::NamespaceNotFound, "NAMESPACE_NOT_FOUND"),
-    (ErrorCode::SecondExhausted, "SECOND_EXHAUSTED"),
-    (ErrorCode::ClockAhead, "CLOCK_AHEAD"),
-    (ErrorCode::FeatureNotEnabled, "FEATURE_NOT_ENABLED"),
-    (ErrorCode::ClockUnchecked, "CLOCK_UNCHECKED"),
-    (ErrorCode::MembersBehind, "MEMBERS_BEHIND"),
+    (ErrorCode::NotReady, leafraft_codes::NOT_READY.name),
+    (ErrorCode::TagNotFound, leafraft_codes::TAG_NOT_FOUND.name),
+    (ErrorCode::SegmentsNotReady, leafraft_codes::SEGMENTS_NOT_READY.name),
+    (ErrorCode::ClockBackwards, leafraft_codes::CLOCK_BACKWARDS.name),
+    (ErrorCode::WorkerUnavailable, leafraft_codes::WORKER_UNAVAILABLE.name),
+    (ErrorCode::TagExhausted, leafraft_codes::TAG_EXHAUSTED.name),
+    (ErrorCode::NoLeader, leafraft_codes::NO_LEADER.name),
+    (ErrorCode::InvalidArgument, leafraft_codes::INVALID_ARGUMENT.name),
+    (ErrorCode::TagExists, leafraft_codes::TAG_EXISTS.name),
+    (ErrorCode::MaxIdDecrease, leafraft_codes::MAX_ID_DECREASE.name),
+    (ErrorCode::NotALearner, leafraft_codes::NOT_A_LEARNER.name),
+    (ErrorCode::LastVoter, leafraft_codes::LAST_VOTER.name),
+    (ErrorCode::NodeNotFound, leafraft_codes::NODE_NOT_FOUND.name),
+    (ErrorCode::Unauthorized, leafraft_codes::UNAUTHORIZED.name),
+    (ErrorCode::Forbidden, leafraft_codes::FORBIDDEN.name),
+    (ErrorCode::NotFound, leafraft_codes::NOT_FOUND.name),
+    (ErrorCode::ClusterMismatch, leafraft_codes::CLUSTER_MISMATCH.name),
+    (ErrorCode::LearnerNotCaughtUp, leafraft_codes::LEARNER_NOT_CAUGHT_UP.name),
+    (ErrorCode::ModeMismatch, leafraft_codes::MODE_MISMATCH.name),
+    (ErrorCode::NamespaceExists, leafraft_codes::NAMESPACE_EXISTS.name),
+    (ErrorCode::NamespaceNotFound, leafraft_codes::NAMESPACE_NOT_FOUND.name),
+    (ErrorCode::SecondExhausted, leafraft_codes::SECOND_EXHAUSTED.name),
+    (ErrorCode::ClockAhead, leafraft_codes::CLOCK_AHEAD.name),
+    (ErrorCode::FeatureNotEnabled, leafraft_codes::FEATURE_NOT_ENABLED.name),
+    (ErrorCode::ClockUnchecked, leafraft_codes::CLOCK_UNCHECKED.name),
+    (ErrorCode::MembersBehind, leafraft_codes::MEMBERS_BEHIND.name),
 ];
 
 impl ErrorCode {
@@ -94,18 +96,7 @@ impl ErrorCode {
     /// The node could not serve this now, but another node, or the same one a little later, may:
     /// the codes the server answers with 503.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ErrorCode::NotReady
-                | ErrorCode::SegmentsNotReady
-                | ErrorCode::ClockBackwards
-                | ErrorCode::WorkerUnavailable
-                | ErrorCode::NoLeader
-                | ErrorCode::SecondExhausted
-                | ErrorCode::ClockAhead
-                | ErrorCode::ClockUnchecked
-                | ErrorCode::MembersBehind
-        )
+        leafraft_codes::find(self.as_str()).is_some_and(|code| code.is_transient())
     }
 }
 
@@ -167,6 +158,16 @@ mod tests {
         }
         assert_eq!(ErrorCode::parse("SOMETHING_NEW"), ErrorCode::Other("SOMETHING_NEW".into()));
         assert_eq!(ErrorCode::Other("SOMETHING_NEW".into()).as_str(), "SOMETHING_NEW");
+    }
+
+    #[test]
+    fn every_code_the_server_defines_is_known_here() {
+        assert_eq!(CODES.len(), leafraft_codes::ALL.len());
+        for code in leafraft_codes::ALL {
+            let parsed = ErrorCode::parse(code.name);
+            assert!(!matches!(parsed, ErrorCode::Other(_)), "{} is unknown to the client", code.name);
+            assert_eq!(parsed.is_transient(), code.status == 503, "{}", code.name);
+        }
     }
 
     #[test]

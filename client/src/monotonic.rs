@@ -1,4 +1,4 @@
-//! `Monotonic`: a strictly increasing tag's IDs (SPEC §4b), one request per call.
+//! `Monotonic`: a strictly increasing tag's IDs (`docs/semantics.md#strictly-increasing-tags`), one request per call.
 //!
 //! Nothing is kept in this process: a range held here would be older than the IDs other clients
 //! get from the leader meanwhile, so handing it out later would break the tag's promise (every

@@ -1,4 +1,4 @@
-//! Sharded time-sequence IDs (SPEC.md §4a): the namespace calls and the ID requests, one request
+//! Sharded time-sequence IDs (`docs/semantics.md#time-sequence-ids`): the namespace calls and the ID requests, one request
 //! each. Nothing is cached: the IDs carry the second they were made in.
 
 use reqwest::Method;

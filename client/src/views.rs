@@ -1,4 +1,4 @@
-//! The JSON answers of the admin API as types (SPEC.md §4). Each keeps the fields it does not
+//! The JSON answers of the admin API as types (`docs/api.md`). Each keeps the fields it does not
 //! know in `extra`, so a newer server's fields survive a read and a print unchanged.
 
 use std::collections::BTreeMap;

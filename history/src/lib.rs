@@ -4,7 +4,7 @@
 //! (`Instant`s in the tests, microseconds since the run began in the chaos runner).
 //!
 //! - [`order`]: real-time order, a request sent after another was answered got only larger IDs
-//!   (SPEC §4b, monotonic tags; also per node and per worker in the chaos runner).
+//!   (`docs/semantics.md#strictly-increasing-tags`, monotonic tags; also per node and per worker in the chaos runner).
 //! - [`unique`]: no ID twice, over half-open ranges ([`unique::overlapping_ranges`]) or over
 //!   single values ([`unique::duplicates`]).
 //!

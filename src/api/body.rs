@@ -24,7 +24,7 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 
 /// A request body, read whole. Where axum answers `text/plain`, this answers the API's error
 /// shape with code `INVALID_ARGUMENT`: HTTP 413 for a body over [`MAX_BODY_BYTES`] (the status
-/// says what HTTP clients and proxies expect; the code is SPEC §6's for bad input), HTTP 400 for
+/// says what HTTP clients and proxies expect; the code is the one `docs/api.md#error-codes` gives bad input), HTTP 400 for
 /// one that breaks off (a body stalled past the idle timeout, a connection gone).
 pub struct WholeBody(pub Bytes);
 

@@ -27,23 +27,7 @@ Every node answers every route; writes are forwarded to the leader. IDs are deci
 **Errors** (native API) are `{\"error\": {\"code\": \"TAG_NOT_FOUND\", \"message\": \"tag 'x' does not exist\"}}` \
 (schema `ErrorBody`):
 
-| code | HTTP | when |
-| --- | --- | --- |
-| `NOT_READY` | 503 | not initialised, no leader known yet, state still loading |
-| `TAG_NOT_FOUND` | 404 | unknown tag |
-| `SEGMENTS_NOT_READY` | 503 | both buffers empty after the bounded wait (no quorum) |
-| `CLOCK_BACKWARDS` | 503 | snowflake clock behind beyond the allowance, or skewed from peers |
-| `WORKER_UNAVAILABLE` | 503 | no worker held, or window cannot be extended (no quorum) |
-| `TAG_EXHAUSTED` | 409 | the tag has handed out its last ID |
-| `NO_LEADER` | 503 | a write could not reach a leader in time; it may or may not have been applied |
-| `INVALID_ARGUMENT` | 400 | bad tag name, count out of range, malformed JSON, unknown field |
-| `TAG_EXISTS`, `MAX_ID_DECREASE`, `NOT_A_LEARNER`, `LAST_VOTER` | 409 | conflicts of tag and membership writes |
-| `NODE_NOT_FOUND`, `NOT_FOUND` | 404 | unknown member; unknown route or worker |
-| `LEARNER_NOT_CAUGHT_UP` | 409 | promotion of a learner that does not yet replicate the leader's log |
-| `CLUSTER_MISMATCH` | 409 | a join, vote or append between members of different clusters or identities |
-| `UNAUTHORIZED` | 401 | missing or unknown credential |
-| `FORBIDDEN` | 403 | a valid credential without this role or tag |
-| `FEATURE_NOT_ENABLED` | 409 | a command that needs a newer cluster version; names it and the members still behind |
+{ERROR_CODES}
 
 Leaf's paths (`/api/segment/get/{tag}`, `/api/snowflake/get/{key}`) answer errors exactly as Leaf: HTTP 500 \
 with the `text/plain` body `Result{id=-N, status=EXCEPTION}`.
@@ -184,10 +168,15 @@ fn roles(method: &axum::http::Method, path: &str) -> Option<Vec<utoipa::openapi:
     }
 }
 
-/// The document as JSON, built once.
+/// The document as JSON, built once; its error table is rendered from `leafraft-codes`.
 pub fn document() -> &'static str {
     static DOCUMENT: OnceLock<String> = OnceLock::new();
-    DOCUMENT.get_or_init(|| ApiDoc::openapi().to_pretty_json().unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")))
+    DOCUMENT.get_or_init(|| {
+        let mut doc = ApiDoc::openapi();
+        doc.info.description =
+            doc.info.description.map(|d| d.replace("{ERROR_CODES}", &leafraft_codes::markdown_table()));
+        doc.to_pretty_json().unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    })
 }
 
 /// This document.

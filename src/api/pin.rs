@@ -1,4 +1,4 @@
-//! Cluster pinning (issue 24, item 5): a client may say which cluster it means to reach, and every
+//! Cluster pinning: a client may say which cluster it means to reach, and every
 //! answer says which cluster answered, so a client never takes IDs from a node of another cluster
 //! at a member's address (a seed that founded a new cluster on a wiped directory, say).
 //!

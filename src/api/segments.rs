@@ -165,7 +165,7 @@ pub async fn ranges(
     Ok(json(out))
 }
 
-/// One range of `count` consecutive IDs of a monotonic tag, from the leader (SPEC §4b).
+/// One range of `count` consecutive IDs of a monotonic tag, from the leader (`docs/semantics.md#strictly-increasing-tags`).
 async fn monotonic_range(state: &AppState, tag: &str, count: u64) -> Result<IdRange, Error> {
     if count == 0 || count > body::MAX_COUNT {
         return Err(Error::invalid(format!("count must be between 1 and {}, got {count}", body::MAX_COUNT)));

@@ -5,7 +5,7 @@
 //! the log entries they came from are on disk. A restarted follower also knows its leader at once,
 //! from its persisted vote, before it has heard from it. So "knows a leader and has applied what
 //! it found applied at open" can hold while the node is behind what it already answered, and its
-//! reads would go back in time (SPEC §5). One linearizable read closes that: the leader's commit
+//! reads would go back in time (`docs/semantics.md`). One linearizable read closes that: the leader's commit
 //! index covers everything this node ever applied, and the read waits until it is applied here.
 
 use std::sync::atomic::Ordering;

@@ -1,4 +1,4 @@
-//! Members recorded with incarnation 0 (issue 24, item 7): added before they answered, or by a
+//! Members recorded with incarnation 0: added before they answered, or by a
 //! command from before member identity. The identity check cannot judge them (0 is "unknown" and
 //! accepted), so a wiped disk at such a member's address would be taken for the member.
 //!

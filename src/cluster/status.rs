@@ -44,7 +44,7 @@ pub struct ClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<BTreeMap<String, ReplicationStatus>>)]
     pub replication: Option<BTreeMap<NodeId, ReplicationStatus>>,
-    // Rolling upgrades (issue 26).
+    // Rolling upgrades.
     /// The release this node runs.
     #[serde(default)]
     pub version: String,

@@ -1,4 +1,4 @@
-//! A follower's batching of the monotonic takes it forwards (issue 29): concurrent takes become
+//! A follower's batching of the monotonic takes it forwards: concurrent takes become
 //! one `Forwarded::TakeMonotonicBatch`, whose one answer is split back in arrival order. One batch
 //! is in flight at a time; the next forms meanwhile, as PD's TSO proxy and tsoracle do it (the
 //! mechanism is `batch_queue`'s).

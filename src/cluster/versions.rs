@@ -1,4 +1,4 @@
-//! Rolling upgrades (issue 26): the cluster version, what it gates, and how it moves.
+//! Rolling upgrades: the cluster version, what it gates, and how it moves.
 //!
 //! The cluster version (`IdStateMachine::cluster_version`, replicated) is the release every member
 //! runs at least. A command an older release cannot decode (`leafraft_state::Request::needs`) is refused

@@ -23,7 +23,7 @@ fn regression_a_holding_expires_on_the_monotonic_clock_before_any_takeover() {
     assert_eq!(lease_validity(s(60), s(60), s(10)), s(10));
 }
 
-/// Found by review (issue 11): a node whose peers did not answer its first clock check got
+/// Found by review: a node whose peers did not answer its first clock check got
 /// `Keep` from the initial "not refused" state and acquired a worker with a clock nobody had
 /// checked. In a cluster of several members it now starts refused until a verdict agrees.
 #[test]
@@ -43,7 +43,7 @@ fn a_single_member_acquires_at_its_first_check() {
     assert!(State::at_start().record_verdict(clock_verdict(&[], 1, SKEW)));
 }
 
-/// Found by `leafraft recover` (issue 10): a recovered cluster's holdings start minutes ahead
+/// Found by `leafraft recover`: a recovered cluster's holdings start minutes ahead
 /// of the clock (above every window the lost cluster could have committed), so the window never
 /// came within half a window of the clock, no extension was asked, and the holding ran out on
 /// the monotonic clock a lease after it began: snowflake answered WORKER_UNAVAILABLE for the ten

@@ -1,7 +1,7 @@
 //! What the workspace's small crates may link, read from `cargo metadata` so a dependency that
 //! comes in transitively is caught too (what `cargo tree -e normal -p CRATE` shows): the client
 //! stays free of the server's dependencies, the pure replicated state of any HTTP stack,
-//! database or async code (issue 27, acceptance 3), and the history checkers of everything.
+//! database or async code, and the history checkers of everything.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;

@@ -231,7 +231,7 @@ impl Timeseq {
             notified.as_mut().enable();
             // Short of IDs of this second: claim more of it even when the next second's range
             // is already held (the prefetch), and wait for the next second only once this one
-            // is used up cluster-wide (SPEC §4a).
+            // is used up cluster-wide (`docs/semantics.md#time-sequence-ids`).
             let wait_until = match ns.holder.advance(now_s) {
                 Advance::Ready => continue,
                 Advance::Closed => return Err(Error::not_ready("this node is shutting down")),

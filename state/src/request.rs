@@ -77,7 +77,7 @@ pub enum Request {
     /// for `None`); an existing one gets `max_id` raised to at least the row's, never lowered (so
     /// a copy committed again after claims changes nothing), and the row's step and description.
     ImportTags { rows: Vec<ImportRow>, now_ms: u64 },
-    // --- Release 0.2.0 (issue 26). A member of an older release cannot decode what follows, so
+    // --- Release 0.2.0. A member of an older release cannot decode what follows, so
     // each is proposed only once the cluster version allows it (`Request::needs`).
     /// Raises the cluster version to `version` (never lowers it). The leader proposes it once
     /// every member (voters and learners) reports running at least `version`, because from then
@@ -86,7 +86,7 @@ pub enum Request {
     /// Changes nothing: `POST /v1/cluster/noop`, the check that a cluster commits entries only
     /// its current release can decode (the command the upgrade test sees refused, then accepted).
     Noop,
-    // --- Release 0.3.0 (issue 29), proposed only from cluster version `Version::CLAIM_BATCHES`.
+    // --- Release 0.3.0, proposed only from cluster version `Version::CLAIM_BATCHES`.
     /// Every claim a node needs at one moment in one entry (the refills of several tags, the next
     /// second of every namespace in use): applied in order, each exactly as its own command
     /// (`Claim::request`) would be and judged on its own, so a refused claim refuses only itself.

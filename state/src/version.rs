@@ -28,7 +28,7 @@ impl Version {
     pub const BASELINE: Version = Version::new(0, 1, 0);
 
     /// The release that introduced `Request::ClaimBatch` and the batched forwarding of monotonic
-    /// takes between nodes (issue 29): neither is used before the cluster version reaches it.
+    /// takes between nodes: neither is used before the cluster version reaches it.
     pub const CLAIM_BATCHES: Version = Version::new(0, 3, 0);
 
     /// The release this binary is (the workspace version in `Cargo.toml`).

@@ -1,6 +1,6 @@
 //! `cargo bench -p storage --bench apply_claim_batch`: what applying one `ClaimBatch` of time-sequence
 //! claims costs through `StateMachineStore::apply` (memory and disk) against a registry holding
-//! `NAMESPACES` namespaces with `RETENTION_S` claimed seconds each (issue 29: 10,000 namespaces
+//! `NAMESPACES` namespaces with `RETENTION_S` claimed seconds each (10,000 namespaces
 //! claiming every second on 3 nodes). Prints figures, judges nothing: a slow machine only prints
 //! larger numbers.
 //!

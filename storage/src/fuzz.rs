@@ -1,4 +1,4 @@
-//! Fuzzing the stored values (issue 11): arbitrary and mutated bytes through the store's own
+//! Fuzzing the stored values: arbitrary and mutated bytes through the store's own
 //! decoding (format version byte, then the bounded bincode decode) for every persisted type, and
 //! through `open` for a store whose values were overwritten with them. Decoding answers a value or
 //! an error; `open` answers a store or an `OpenError`; nothing panics or aborts.

@@ -307,7 +307,7 @@ fn an_unusable_directory_is_an_io_error() {
     assert!(err.to_string().starts_with(&format!("cannot open the store in {}: ", file.path().display())), "{err}");
 }
 
-/// The 16-byte `/raft/forward` body of issue 11 (variants 0 and 0, then a string claiming 2^50
+/// The 16-byte `/raft/forward` body found by fuzzing (variants 0 and 0, then a string claiming 2^50
 /// bytes), and a tag record whose description claims 2^50 bytes: bincode without a limit
 /// allocates the claim and aborts. Stored, they are a clear open error naming the value.
 #[test]

@@ -13,7 +13,7 @@ use crate::fixtures;
 use crate::fixtures::TestCluster;
 use crate::fixtures::Traffic;
 
-/// The bar a test run must meet for a new leader after the old one is killed. SPEC.md asks 2 s on
+/// The bar a test run must meet for a new leader after the old one is killed. `docs/bars.md#safety` asks 2 s on
 /// real nodes; this is generous for a loaded CI machine, and the measured times are printed.
 const NEW_LEADER_BOUND: Duration = Duration::from_secs(5);
 /// How long the nodes' services may take to serve a few more IDs (snowflake needs a worker).

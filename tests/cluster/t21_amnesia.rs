@@ -1,4 +1,4 @@
-//! Regression (issue 24, item 6): a member whose data dir went back in time (a volume restored
+//! Regression: a member whose data dir went back in time (a volume restored
 //! from a snapshot) came back as itself with a shorter log: its identity is unchanged, so nothing
 //! noticed, and it could vote for a stale leader that re-claims a range already handed out.
 //!

@@ -1,4 +1,4 @@
-//! A leader's power cut, then a restart of the cluster (issue 27's CI run of the power-loss chaos
+//! A leader's power cut, then a restart of the cluster (the CI run of the power-loss chaos
 //! set: after a power cut of all three nodes a consistent read went back 51,200 IDs).
 //!
 //! What a power cut leaves on a leader's disk: its log up to its last sync (a leader counts its

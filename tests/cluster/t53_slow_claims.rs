@@ -1,5 +1,5 @@
 //! Claims that take longer than the segment wait: a follower whose forwards to the leader are
-//! slow (a busy cluster, issue 29's first IDs of 100,000 tags).
+//! slow (a busy cluster, the first IDs of 100,000 tags).
 
 use std::time::Duration;
 use std::time::Instant;
@@ -19,7 +19,7 @@ const FORWARD_DELAY: Duration = Duration::from_millis(300);
 /// A tag's first ID on a node is answered although its first claim takes longer than the segment
 /// wait: the first segment is Leaf's synchronous initial load, not an exhaustion. (It answered
 /// `SEGMENTS_NOT_READY`, Leaf's -3, after 100 ms, which failed first IDs of imported tags on a busy
-/// cluster.) A buffer used up later still fails after the segment wait, as SPEC says. No ID twice.
+/// cluster.) A buffer used up later still fails after the segment wait, as `docs/semantics.md#double-buffer-and-dynamic-step` says. No ID twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_a_first_id_whose_claim_outlasts_the_segment_wait_is_answered() {
     fixtures::run(async {

@@ -1,4 +1,4 @@
-//! A monotonic tag and time sequences under a partition (issue 27, acceptance 2): clients take IDs
+//! A monotonic tag and time sequences under a partition: clients take IDs
 //! of a monotonic tag (each node's `Cluster::take_monotonic`) and time sequences (each node's
 //! `Timeseq`) on every node while the leader is cut off in a minority, and after healing. The
 //! histories they record are judged by `leafraft-history`, the checkers the chaos runner runs: no

@@ -1,4 +1,4 @@
-//! A follower batches the monotonic takes it forwards (issue 29): many concurrent takes through
+//! A follower batches the monotonic takes it forwards: many concurrent takes through
 //! one follower, some of them `/ranges`' contiguous takes, others at the leader meanwhile, and
 //! takes of a tag that does not exist in the same batches. Judged on the recorded history: real
 //! time order (`leafraft_history::real_time_order`), no ID twice

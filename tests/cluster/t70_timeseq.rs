@@ -1,4 +1,4 @@
-//! Time sequences in the in-process suite (issue 27): each node's `Timeseq`, built by
+//! Time sequences in the in-process suite: each node's `Timeseq`, built by
 //! `leafraft::services::IdServices` exactly as `serve` builds it, serves (second, shard, sequence)
 //! triples from ranges claimed through the cluster, and no two nodes (nor two requests) ever get
 //! the same one.

@@ -1,4 +1,4 @@
-//! Claims batched across tags (issue 29): every node refills many tags at once, so its claims
+//! Claims batched across tags: every node refills many tags at once, so its claims
 //! share Raft entries, while the leader is killed and comes back. No ID is handed out twice, the
 //! claims did go out in batches, and `max_id` covers everything served.
 

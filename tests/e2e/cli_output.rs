@@ -1,4 +1,4 @@
-//! What a new user reads (issue 28): the listing commands print aligned tables by default and
+//! What a new user reads: the listing commands print aligned tables by default and
 //! JSON with `--json`, with words instead of `null`; a follower's `cluster status` says only the
 //! leader knows MATCHED/LAG; with no node running the CLI prints one line that says what to do;
 //! malformed numbers in requests say what is allowed; the status page says how a monotonic tag is

@@ -1,4 +1,4 @@
-//! Configuration precedence of `leafraft serve` (SPEC.md §3): a flag beats its `LEAFRAFT_*`
+//! Configuration precedence of `leafraft serve` (`docs/semantics.md#command-line`): a flag beats its `LEAFRAFT_*`
 //! variable, which beats the `--config` TOML file, which beats the default. The binary is started
 //! here by hand, since `ProcessCluster` always passes `--node-id`, `--listen` and `--data-dir`.
 

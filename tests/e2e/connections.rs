@@ -1,4 +1,4 @@
-//! Connections are held to their timeouts (issue 25, acceptance 2): 500 TLS connections left idle
+//! Connections are held to their timeouts: 500 TLS connections left idle
 //! after the handshake, 500 that sent half a request's headers and 50 that stalled in a body are
 //! all closed within the documented timeouts (the header-read timeout, the idle timeout), while a
 //! well-behaved client is served throughout, with a p99 within a few times its p99 before (a

@@ -1,4 +1,4 @@
-//! Credentials by role (SPEC.md §4c): the peer secret for `/raft/*`, the admin token for writes,
+//! Credentials by role (`docs/semantics.md#credentials`): the peer secret for `/raft/*`, the admin token for writes,
 //! client tokens (optionally scoped to tags) for IDs; 401 without a known credential, 403 with one
 //! of another role or tag, Leaf's body on Leaf's paths; counted in `/metrics`.
 

@@ -1,4 +1,4 @@
-//! Fail-stop (SPEC §6): a node whose storage fails logs why and exits non-zero, quickly, so its
+//! Fail-stop (`docs/semantics.md#failure-behaviour`): a node whose storage fails logs why and exits non-zero, quickly, so its
 //! supervisor can restart or replace it.
 
 use std::os::unix::fs::PermissionsExt;
@@ -16,7 +16,7 @@ use crate::stand_in::with_stand_in_leader;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// What SPEC and issue 11 allow between the failure and the exit.
+/// What `docs/semantics.md#failure-behaviour` allows between the failure and the exit.
 const EXIT_LIMIT: Duration = Duration::from_secs(2);
 
 /// A single node, ready, with a tag; data dirs under the cluster's temporary directory.

@@ -15,7 +15,7 @@ use crate::harness::ProcessCluster;
 const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Every `max_id` read during a run: per node (local reads may lag but never go back, restarts
-/// included, SPEC.md §5) and the highest acknowledged or read through the leader (nothing may be
+/// included, `docs/semantics.md`) and the highest acknowledged or read through the leader (nothing may be
 /// seen below it once all nodes caught up).
 #[derive(Default)]
 struct MaxIdHistory {
@@ -64,7 +64,7 @@ impl MaxIdHistory {
 }
 
 /// Twice in a row the leader is killed with SIGKILL: the others elect a new leader (within the
-/// SPEC's 2 s; the measured time is printed), a tag is created and a `max_id` raised through a
+/// the 2 s of `docs/bars.md#safety`; the measured time is printed), a tag is created and a `max_id` raised through a
 /// follower, the old leader restarts on its data directory and catches up (it lists the new tag,
 /// reaches the leader's applied index), and no `max_id` is ever seen going down.
 #[tokio::test]
@@ -132,7 +132,11 @@ async fn a_killed_leader_is_replaced_and_catches_up_after_restart() {
         history.check_caught_up(&[1, 2, 3]);
     }
     for (round, failover) in failovers.iter().enumerate() {
-        assert!(*failover <= Duration::from_secs(2), "round {}: a new leader took {failover:?} (SPEC: 2 s)", round + 1);
+        assert!(
+            *failover <= Duration::from_secs(2),
+            "round {}: a new leader took {failover:?} (docs/bars.md: 2 s)",
+            round + 1
+        );
     }
 }
 

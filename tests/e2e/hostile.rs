@@ -1,4 +1,4 @@
-//! Hostile bytes on the wire (issue 11): bodies that claim more than they hold get 400 and the
+//! Hostile bytes on the wire: bodies that claim more than they hold get 400 and the
 //! node keeps serving.
 
 use std::time::Duration;
@@ -42,7 +42,7 @@ fn snapshot_chunk(term: u64, offset: u64, data: Vec<u8>) -> typ::InstallSnapshot
     }
 }
 
-/// Found by review (issue 11): `leafraft serve` as the README starts it (one node, no secret) and
+/// Found by review: `leafraft serve` as the README starts it (one node, no secret) and
 /// 16 bytes to `/raft/forward` (two variant 0s, then a string claiming 2^50 bytes) made bincode
 /// allocate the claim and the process abort without answering. The same for a snapshot chunk
 /// claiming 2^60 bytes of data, and for one asking openraft to write at offset 2^60 of its
@@ -82,7 +82,7 @@ async fn regression_a_sixteen_byte_body_aborts_the_node() {
     assert_eq!(client.snowflake_ids(3).await.expect("snowflake IDs after the hostile bodies").len(), 3);
 }
 
-/// Found by review (issue 11): times were written with humantime, which panics for dates after
+/// Found by review: times were written with humantime, which panics for dates after
 /// year 9999. A layout with 53 time bits reaches year 287,000: decoding the largest ID (native and
 /// Leaf paths) killed the request's connection instead of answering, and so did the status page
 /// with an epoch after 9999. They now answer 200 with the date written out.

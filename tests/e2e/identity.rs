@@ -1,4 +1,4 @@
-//! Cluster identity (issue 10): two clusters on the same hosts never mix. A node of another
+//! Cluster identity: two clusters on the same hosts never mix. A node of another
 //! cluster cannot be added, its votes and appends are refused with an error naming its cluster,
 //! and a node of another cluster answering at a member's address never counts toward a quorum.
 
@@ -104,7 +104,7 @@ async fn a_second_cluster_on_the_same_hosts_cannot_join_vote_or_append() {
         }
     })
     .await;
-    // A's members say so (issue 24): a gauge per member on /metrics, and /v1/cluster.
+    // A's members say so: a gauge per member on /metrics, and /v1/cluster.
     wait_until(TIMEOUT, "an A member to report another cluster at node 3's address", || {
         let urls: Vec<String> = others.iter().map(|&id| a.url(id)).collect();
         let b_id = b_id.clone();

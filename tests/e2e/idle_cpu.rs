@@ -1,4 +1,4 @@
-//! No loop spins (SPEC §6): a node left alone after its peers are killed (no quorum, elections
+//! No loop spins (`docs/semantics.md#failure-behaviour`): a node left alone after its peers are killed (no quorum, elections
 //! that cannot succeed, peers refusing connections) uses almost no CPU.
 
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Fetching segment IDs over HTTP and judging the answers, for the segment tests.
 //!
 //! [`fetch`] asks one of the three segment endpoints and classifies what came back: IDs (checked
-//! for the shape SPEC.md §4 promises: decimal strings, strictly increasing, half-open ranges
+//! for the shape `docs/api.md` promises: decimal strings, strictly increasing, half-open ranges
 //! totalling `count`, within `1..=2^63-2`), an error in the shape the spec documents, no HTTP
 //! answer at all, or anything else ([`Answer::Malformed`], which no test accepts). [`IdSet`] keeps
 //! IDs as ranges and finds duplicates; [`metric`] reads one series from `/metrics`.
@@ -15,7 +15,7 @@ use serde_json::Value;
 /// The largest ID there is: `max_id` stops at `2^63 - 1`, IDs are below it.
 pub const LARGEST_ID: u64 = i64::MAX as u64 - 1;
 
-/// One of the segment endpoints of SPEC.md §4.
+/// One of the segment endpoints of `docs/api.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     /// `GET /api/segment/get/{tag}`: one ID as text.

@@ -1,4 +1,4 @@
-//! A learner is a serving replica (issue 17): it serves every ID kind like a voter (claims and
+//! A learner is a serving replica: it serves every ID kind like a voter (claims and
 //! monotonic takes forwarded to the leader) and keeps serving through a leader kill, without
 //! being part of the quorum.
 

@@ -146,7 +146,7 @@ async fn the_cli_adds_removes_and_shows_members() {
     assert!(stderr.contains("NODE_NOT_FOUND"), "{stderr}");
 }
 
-/// SPEC §4: adding a learner where nothing runs answers 503 `NO_LEADER` once the learner timeout
+/// `docs/api.md`: adding a learner where nothing runs answers 503 `NO_LEADER` once the learner timeout
 /// has passed and leaves the voters unchanged (the node stays a learner); promoting it answers 409
 /// `LEARNER_NOT_CAUGHT_UP` and changes nothing. When a node then starts there with `--join`, it
 /// catches up, is promoted, and the membership records its own disk's incarnation.

@@ -1,6 +1,6 @@
 //! `/metrics` after real traffic, parsed as the Prometheus text format (as `prometheus-client`
-//! writes it: OpenMetrics-style `_total` counters and a closing `# EOF`), with every series SPEC.md
-//! §4 lists.
+//! writes it: OpenMetrics-style `_total` counters and a closing `# EOF`), with every series
+//! `docs/api.md` lists for `GET /metrics`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! Strictly increasing tags (SPEC §4b) against real processes: clients on every node while the
+//! Strictly increasing tags (`docs/semantics.md#strictly-increasing-tags`) against real processes: clients on every node while the
 //! leader is killed with SIGKILL and restarted; every take sent after another was answered gets
 //! larger IDs, and no ID comes twice. Plus the API's answers about modes.
 
@@ -121,7 +121,7 @@ async fn a_frozen_leader_answers_nothing_old_when_it_resumes() {
     takers.stop_and_check().await;
 }
 
-/// `/ranges` of a monotonic tag (SPEC §4b): one range of exactly `count` consecutive IDs, above
+/// `/ranges` of a monotonic tag (`docs/semantics.md#strictly-increasing-tags`): one range of exactly `count` consecutive IDs, above
 /// everything answered before, whichever node is asked; concurrent takers of ranges and of lists
 /// on every node keep real-time order. The small step makes ranges cross claims, so the rest of a
 /// range too short for a request is skipped.

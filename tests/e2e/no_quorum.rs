@@ -1,5 +1,5 @@
 //! A node that loses quorum keeps serving from its buffers, fails fast and clearly once they are
-//! used up, and serves again without a restart when quorum returns (SPEC.md §7, safety bars).
+//! used up, and serves again without a restart when quorum returns (`docs/bars.md`, safety bars).
 
 use std::cell::Cell;
 use std::time::Duration;

@@ -101,7 +101,7 @@ async fn serve_recovered(cluster: &mut ProcessCluster, id: u64, dir: PathBuf, ot
     cluster.wait_status(id, TIMEOUT, "every member to be a voter", all_voters).await;
 }
 
-/// Acceptance 4 of issue 10: two of three members are killed and wiped while the third lags (it was
+/// Two of three members are killed and wiped while the third lags (it was
 /// paused while the others claimed more); `leafraft recover` on the third, killed too, builds a new
 /// cluster that two fresh nodes join. Nothing it serves is at or below anything served before, and
 /// the survivor's directory is left exactly as it was.
@@ -152,7 +152,7 @@ async fn a_majority_lost_for_good_is_recovered_from_a_lagging_survivor() {
     before.assert_below(&after, "recovered from a survivor");
 }
 
-/// Acceptance 5 of issue 10: `backup`, then `recover --from` on fresh machines. The backup is old
+/// `backup`, then `recover --from` on fresh machines. The backup is old
 /// by then (more IDs were served after it), and it is restored twice: into a cluster that serves
 /// and is lost, then into another. Each serves only above everything served before it.
 #[tokio::test]

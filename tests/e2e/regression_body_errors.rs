@@ -1,4 +1,4 @@
-//! Regression of issue 36, item 3: a request body the node could not read was answered in
+//! Regression: a request body the node could not read was answered in
 //! axum's `text/plain` (413 for a body over the limit, 400 for a body that stalled until the
 //! idle timeout closed the connection) instead of the API's error shape.
 

@@ -1,4 +1,4 @@
-//! Regression of issue 36, item 2: one client could take every connection place. Under a small
+//! Regression: one client could take every connection place. Under a small
 //! open-file limit (`ulimit -n 256`: 128 places), a client that kept idle connections open and
 //! reopened each as the node closed it held every place, and another client's `GET /healthz`
 //! waited in the listen backlog until the header-read timeout freed a place (10 s and more),

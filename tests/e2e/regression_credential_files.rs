@@ -1,4 +1,4 @@
-//! Regressions of issue 36, item 1: every credential file is read by one format (`#` comments,
+//! Regression: every credential file is read by one format (`#` comments,
 //! blank lines, one token where one is expected). On 0.3.0 before the fix, only the client-token
 //! file skipped comments: writing `# rotated by ops` into the admin-token file (or `#new` into
 //! `--secret-file`) made that text the admin token on the next reload, a file holding only a

@@ -1,4 +1,4 @@
-//! Regressions of issue 25: how credentials behave when an operator changes them. An emptied or
+//! Regression: how credentials behave when an operator changes them. An emptied or
 //! whitespace-filled token file never opens a role (the last good tokens stay, a warning and
 //! `/metrics` say so); a node started on an empty token file refuses to start, naming the file;
 //! the scope check sees the decoded tag the handler serves; refusals are logged at most once per

@@ -1,4 +1,4 @@
-//! Regression (issue 24, item 7): members recorded with incarnation 0 were never checked. A
+//! Regression: members recorded with incarnation 0 were never checked. A
 //! member added before it answered (or by a command from before member identity) stayed recorded
 //! with 0, "unknown", so any disk at its address was taken for it, a wiped one included.
 //!

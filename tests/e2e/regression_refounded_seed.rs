@@ -1,4 +1,4 @@
-//! Regression (issue 24, item 5): a seed member re-founded a cluster. A cluster grown with
+//! Regression: a seed member re-founded a cluster. A cluster grown with
 //! `--join` from a node started with the default flags keeps that node's command line; on an empty
 //! data directory the same command initialised a brand-new one-member cluster at the member's
 //! address, which clients then reached (no tags, or re-created ones served from 1 again, and

@@ -1,9 +1,9 @@
-//! Regression, found by review (issue 11): a follower killed within sled's flush window loses the
+//! Regression, found by review: a follower killed within sled's flush window loses the
 //! last applies from its state machine (they were in sled's buffer), although the log entries
 //! they came from are on disk. Restarted, it knew a leader at once (from its persisted committed
 //! vote), had applied everything it found applied at open, and so reported ready, answering
 //! `GET /v1/tags/T` with 404 for a tag it had served before the crash: a read going back in time
-//! (SPEC §5). A node now does one linearizable read through the leader before it first reports
+//! (`docs/semantics.md`). A node now does one linearizable read through the leader before it first reports
 //! ready.
 
 use std::path::Path;

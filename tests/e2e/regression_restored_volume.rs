@@ -1,4 +1,4 @@
-//! Regression (issue 24, item 6), end to end: a member whose data dir is restored from an older
+//! Regression, end to end: a member whose data dir is restored from an older
 //! copy (a volume snapshot) keeps its identity and came back as itself with a shorter log. Now the
 //! leader's next append carries the index it saw the member match (`x-leafraft-matched`); the member
 //! refuses it (409 `MEMBER_AMNESIAC`), stops with exit status 1 and one line naming both indexes,

@@ -1,4 +1,4 @@
-//! Regression, found by review (issue 11): a membership change sent again after the node it went to
+//! Regression, found by review: a membership change sent again after the node it went to
 //! lost leadership before answering can find its own effect already there. A removal then answered
 //! NODE_NOT_FOUND for a removal that had taken effect. It now answers success.
 //!

@@ -1,4 +1,4 @@
-//! Regression (issue 24, item 6): a store that went back in time kept its identity. The identity
+//! Regression: a store that went back in time kept its identity. The identity
 //! file was accepted as it was, and the store did not record which incarnation it belonged to:
 //! deleting the store but keeping `leafraft-identity` brought a member back as itself with an empty
 //! log, accepted by its peers, able to vote for a stale leader.

@@ -1,4 +1,4 @@
-//! Regression (issue 10): a member that lost its data directory came back with the same flags,
+//! Regression: a member that lost its data directory came back with the same flags,
 //! initialised itself again (or was told "already a voter" through `--join`), and with a stale
 //! member elected a leader whose state lacked committed claims: IDs were handed out twice.
 //!

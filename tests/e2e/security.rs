@@ -1,4 +1,4 @@
-//! The cluster secret (SPEC.md §4): writes and `/raft/*` need `Authorization: Bearer <secret>`,
+//! The cluster secret (`docs/api.md`): writes and `/raft/*` need `Authorization: Bearer <secret>`,
 //! reads stay open; a node on a non-loopback address refuses to start without a secret.
 
 use std::time::Duration;

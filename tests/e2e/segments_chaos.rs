@@ -131,7 +131,7 @@ async fn run_client(
     samples
 }
 
-/// The errors SPEC.md allows on the segment paths while nodes die, pause and elect.
+/// The errors `docs/api.md#error-codes` allows on the segment paths while nodes die, pause and elect.
 fn allowed_error(endpoint: Endpoint, status: u16, code: &str) -> bool {
     if endpoint.is_leaf() {
         status == 500 && (code == leaf_error(-1) || code == leaf_error(-3))

@@ -312,7 +312,7 @@ async fn a_gracefully_stopped_holder_releases_its_worker_down_to_its_last_timest
         first.timestamp_ms - last_ts
     );
     assert!(prompt < Duration::from_secs(5), "serving again took {prompt:?}");
-    assert_eq!(first.worker, worker, "the restarted node must get its own worker back (SPEC.md §5)");
+    assert_eq!(first.worker, worker, "the restarted node must get its own worker back (`docs/semantics.md`)");
     assert!(new[0] > last, "the first ID after the restart, {}, is not above the last before, {last}", new[0]);
     assert!(first.timestamp_ms > last_ts, "{first:?} is not after the last ID's {last_ts}");
     assert!(

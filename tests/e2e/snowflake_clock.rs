@@ -1,6 +1,6 @@
 //! Snowflake under wrong clocks, with libfaketime preloaded into one node (only its wall clock
 //! moves; its monotonic clock, and so its timers, run true): a node restarted 10 s behind after
-//! a kill -9, and a node 1 h ahead of its peers. SPEC.md §5: uniqueness never depends on the
+//! a kill -9, and a node 1 h ahead of its peers. `docs/semantics.md`: uniqueness never depends on the
 //! clock, and a node whose clock disagrees with its peers' is refused snowflake.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! Fetching snowflake IDs over HTTP and judging them, for the snowflake tests.
 //!
 //! [`fetch`] asks `GET /v1/snowflake?count=N` or Leaf's `GET /api/snowflake/get/{key}` and
-//! classifies the answer: IDs (checked for the shape SPEC.md §4 promises: decimal strings,
+//! classifies the answer: IDs (checked for the shape `docs/api.md` promises: decimal strings,
 //! `count` of them, strictly increasing, in `1..=2^63-1`), a documented error, no HTTP answer at
 //! all, or anything else ([`Answer::Malformed`], which no test accepts). [`Layout`] takes IDs
 //! apart on the test's side, independently of the server's decoder. [`FakeClock`] runs a node
@@ -58,7 +58,7 @@ impl Layout {
     }
 }
 
-/// One of the snowflake ID endpoints of SPEC.md §4.
+/// One of the snowflake ID endpoints of `docs/api.md`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
     /// `GET /v1/snowflake?count=N`: a JSON list of IDs.

@@ -1,4 +1,4 @@
-//! Snowflake under load while the leader is killed with SIGKILL and restarted: SPEC.md §1 (no
+//! Snowflake under load while the leader is killed with SIGKILL and restarted: `docs/semantics.md#the-one-rule` (no
 //! ID twice) and §5 (per node, IDs strictly increase) checked over every answer of a run.
 
 use std::collections::BTreeMap;

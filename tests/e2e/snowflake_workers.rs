@@ -1,7 +1,7 @@
 //! Worker takeover across processes, with two workers for three nodes (`--snowflake-worker-bits
 //! 1`): a dead holder's worker goes to the waiting node once its lease expires, or at once when
 //! an operator releases it with `leafraft worker release`; either way the new holder's
-//! timestamps start above the old holder's window, so no ID repeats (SPEC.md §5).
+//! timestamps start above the old holder's window, so no ID repeats (`docs/semantics.md`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

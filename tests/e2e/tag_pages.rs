@@ -1,4 +1,4 @@
-//! Many tags (issue 17): `GET /v1/tags` in pages with a `next` cursor that the client library
+//! Many tags: `GET /v1/tags` in pages with a `next` cursor that the client library
 //! follows, and `POST /v1/import/tags`, a batch of tags in one Raft entry, all of it or none.
 
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! Tags over HTTP on a running cluster: replication to every node, linearizable reads on a
-//! follower, and the 4xx answers of SPEC.md §6 for bad input, which change nothing.
+//! follower, and the 4xx answers of `docs/api.md#error-codes` for bad input, which change nothing.
 
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ async fn tags_created_through_one_node_are_readable_on_all() {
     }
 }
 
-/// Every kind of bad input from SPEC.md §6 gets its 4xx status and code — on a follower, so the
+/// Every kind of bad input from `docs/api.md#error-codes` gets its 4xx status and code — on a follower, so the
 /// answers also survive forwarding — and afterwards the tags and the membership are unchanged.
 #[tokio::test]
 async fn bad_input_gets_the_spec_error_codes_and_changes_nothing() {

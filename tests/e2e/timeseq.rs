@@ -1,5 +1,5 @@
 //! Sharded time-sequence IDs across real processes, with libfaketime shifting single nodes'
-//! wall clocks (their monotonic clocks, and so their timers, run true). SPEC.md §4a: unique per
+//! wall clocks (their monotonic clocks, and so their timers, run true). `docs/semantics.md#time-sequence-ids`: unique per
 //! namespace across nodes whatever their clocks; a node whose clock is far off is refused.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The command line of time-sequence IDs (SPEC.md §3, §4a), running the real binary against a
+//! The command line of time-sequence IDs (`docs/semantics.md#command-line`, `docs/semantics.md#time-sequence-ids`), running the real binary against a
 //! real node: `timeseq create|list|get`, `id timeseq` in both forms, `decode --namespace`, and the
 //! exit codes (0 success, 1 a failure the server answered, 2 a usage error).
 

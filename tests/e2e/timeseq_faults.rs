@@ -1,4 +1,4 @@
-//! Time-sequence IDs across real processes under faults (SPEC.md §4a, issue 13 acceptance 2):
+//! Time-sequence IDs across real processes under faults (`docs/semantics.md#time-sequence-ids`):
 //! the leader killed with SIGKILL under load from every node, and a node cut off from both peers
 //! (SIGSTOP) that serves only from the ranges it holds, then answers 503. Every ID served in a
 //! test, before, during and after the fault, is unique per namespace.
@@ -399,12 +399,12 @@ async fn into_second(from: u64, to: u64) {
     }
 }
 
-/// Regression, commit 4816aed (issue 13's benchmark of count=1000 requests): from a standing
+/// Regression, commit 4816aed (the benchmark of count=1000 requests): from a standing
 /// start, concurrent large batches of a fresh namespace all answered 503 after their one-second
 /// wait. Claims were sized from the rate of requests that had completed, which stayed zero while
 /// none did, so every claim stayed at the minimum 64 and no request gathered its IDs in time.
 /// And a request that found its second's sequences all claimed answered `SECOND_EXHAUSTED` at
-/// once, where SPEC.md §4a has it wait for the next second. One node: 8 requests of 10,000 IDs
+/// once, where `docs/semantics.md#time-sequence-ids` has it wait for the next second. One node: 8 requests of 10,000 IDs
 /// of one shard at once on a fresh namespace, then two of 600 on a namespace of 1,024 sequences
 /// a second; every request must be answered with as many IDs as it asked for, none handed out
 /// twice.
@@ -451,7 +451,7 @@ async fn regression_cold_large_batches_are_served_and_a_used_up_second_is_waited
 
 /// Regression: from 500 ms into a second a node claims the next second's range ahead; once that
 /// range was held, a request still short of IDs of the current second stopped claiming more of
-/// it and slept until the next second, although SPEC.md §4a has it wait only once its second is
+/// it and slept until the next second, although `docs/semantics.md#time-sequence-ids` has it wait only once its second is
 /// used up cluster-wide (40 requests of 10,000 IDs sent 20 ms into a second: 8 answered 503
 /// `NO_LEADER` after their one-second wait). One node, a namespace of 8,192 sequences a second:
 /// once the next second's range is held, at most 700 ms into a second, two requests of 5,000 IDs

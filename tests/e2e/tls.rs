@@ -1,4 +1,4 @@
-//! TLS on the node's port and mutual TLS between peers (issue 16, acceptance 1 and 2).
+//! TLS on the node's port and mutual TLS between peers (acceptance 1 and 2).
 //!
 //! Certificates come from throwaway CAs (`certs`); a node's certificate names it
 //! `node-<ID>.leafraft`, which is what `/raft/*` checks against the node the request claims.

@@ -1,4 +1,4 @@
-//! Rolling upgrades (issue 26): a live cluster of the previous release (the baseline,
+//! Rolling upgrades: a live cluster of the previous release (the baseline,
 //! `releases/0.1.0`) upgraded member by member to the binary under test while clients take IDs;
 //! one member rolled back; the cluster version moving only after the last member. And the data
 //! directory of the baseline (`tests/golden/0.1.0/`) opened by this binary.
@@ -37,7 +37,7 @@ const BASELINE: &str = "0.1.0";
 /// The release that introduced `POST /v1/cluster/noop`'s command, which the baseline cannot decode.
 const NOOP_RELEASE: &str = "0.2.0";
 /// Tags whose first IDs are asked for all at once once the cluster version moved: their claims
-/// must share entries (issue 29).
+/// must share entries.
 const BURST_TAGS: usize = 20;
 
 /// Every ID any client received, by kind: none may appear twice.

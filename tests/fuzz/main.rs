@@ -1,4 +1,4 @@
-//! Fuzzing on stable Rust (issue 11): proptest feeds arbitrary and mutated bytes to every decoder
+//! Fuzzing on stable Rust: proptest feeds arbitrary and mutated bytes to every decoder
 //! (every `/raft/*` body and answer, every persisted type, the import parser, config files) and
 //! arbitrary strings to every HTTP path, query and body through the real router of an in-process
 //! node. A decode may fail but never panic or allocate more than its input allows; a request may

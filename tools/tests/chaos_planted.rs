@@ -1,4 +1,4 @@
-//! The chaos checker can say FAIL (issue 6): `leafraft-chaos` against nodes with a bug planted on
+//! The chaos checker can say FAIL: `leafraft-chaos` against nodes with a bug planted on
 //! purpose must end `RESULT: FAIL`, naming the broken rule; the same run without the bug passes,
 //! so the FAIL is the bug's doing and not the settings'.
 //!
@@ -93,7 +93,7 @@ async fn planted_timeseq_serve_twice_is_caught() {
     assert!(text.contains("PASS unique-segment-ids"), "the segment checks are not this bug's business:\n{text}");
 }
 
-/// A claim batch that applies only its first claim (issue 29): the ranges of the others are handed
+/// A claim batch that applies only its first claim: the ranges of the others are handed
 /// out again by later claims, of segment tags and of the time-sequence namespace alike.
 #[tokio::test(flavor = "multi_thread")]
 async fn planted_batch_first_claim_only_is_caught() {
@@ -140,7 +140,7 @@ fn assert_plant_refused(binary: &std::path::Path) {
     assert!(stderr.contains("cannot plant bugs"), "the line says why: {stderr}");
 }
 
-/// Acceptance 5 of issue 27: a release build holds no planted-bug code, and `--plant` against a
+/// A release build holds no planted-bug code, and `--plant` against a
 /// binary that cannot plant is refused with one line. The binary of this test build (which has
 /// the feature) shows the markers are there to be found; a stand-in that fails `planted-bugs`
 /// is refused; and the release build `LEAFRAFT_RELEASE_BIN` names, when set, exists, holds no

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// ErrorCode is one of the server's stable error codes (SPEC §6), spelled as the server spells it.
+// ErrorCode is one of the server's stable error codes (`docs/api.md#error-codes`), spelled as the server spells it.
 // A code this version does not know is kept as it came.
 type ErrorCode string
 
@@ -41,7 +41,7 @@ const (
 	MembersBehind      ErrorCode = "MEMBERS_BEHIND"
 )
 
-// KnownCodes lists every code this version knows, in SPEC order.
+// KnownCodes lists every code this version knows, in the order of docs/api.md#error-codes.
 var KnownCodes = []ErrorCode{
 	NotReady, TagNotFound, SegmentsNotReady, ClockBackwards, WorkerUnavailable, TagExhausted,
 	NoLeader, InvalidArgument, TagExists, MaxIDDecrease, NotALearner, LastVoter, NodeNotFound,

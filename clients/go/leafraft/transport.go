@@ -30,7 +30,7 @@ import (
 	"time"
 )
 
-// ClusterIDHeader names the cluster a request is for and a node answers from (SPEC §4d).
+// ClusterIDHeader names the cluster a request is for and a node answers from (`docs/semantics.md#cluster-identity-and-versions`).
 const ClusterIDHeader = "X-Leafraft-Cluster-Id"
 
 type repeat int

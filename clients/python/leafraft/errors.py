@@ -1,4 +1,4 @@
-"""Typed errors: the server's stable codes (SPEC §6) as exception classes, plus what can only
+"""Typed errors: the server's stable codes (`docs/api.md#error-codes`) as exception classes, plus what can only
 happen on the client's side (no answer in time, a closed handle, a bad configuration)."""
 
 from enum import Enum

@@ -138,7 +138,7 @@ async fn post<Req: Serialize, Resp: DeserializeOwned>(
         if let Some((node_id, incarnation)) = sender.target {
             Addressee { node_id, incarnation }.write_headers(&mut headers);
         }
-        // Release versions (issue 26): what this node knows of every member's (read by a follower
+        // Release versions: what this node knows of every member's (read by a follower
         // from its leader's appends).
         if let Some(relay) = sender.identity.versions().relay_header(sender.identity.local().node_id) {
             headers.insert(super::versions::MEMBER_VERSIONS_HEADER, relay);
@@ -214,7 +214,7 @@ fn check_responder(url: &str, sender: &Sender<'_>, headers: &reqwest::header::He
         sender.identity.refused(&format!("the answer to POST {url}"), &mismatch);
         PostError::Refused(format!("POST {url}: {mismatch}"))
     })?;
-    // Release versions (issue 26): the leader hears every member in the answers to its appends.
+    // Release versions: the leader hears every member in the answers to its appends.
     sender.identity.versions().heard(peer.node_id, headers);
     Ok(())
 }

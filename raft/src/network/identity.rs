@@ -40,7 +40,7 @@ pub const MEMBERSHIP_HEADER: &str = "x-leafraft-membership";
 pub const TO_NODE_ID_HEADER: &str = "x-leafraft-to-node-id";
 pub const TO_INCARNATION_HEADER: &str = "x-leafraft-to-incarnation";
 
-// --- Amnesia detection (issue 24, `crate::amnesia`), apart from the identity headers above.
+// --- Amnesia detection (`crate::amnesia`), apart from the identity headers above.
 /// On an append: the highest log index the leader saw the addressee match under its leadership.
 pub const MATCHED_HEADER: &str = "x-leafraft-matched";
 // --- end of amnesia detection.
@@ -122,7 +122,7 @@ impl PeerIdentity {
         headers.insert(NODE_ID_HEADER, value(self.node_id.to_string()));
         headers.insert(INCARNATION_HEADER, value(hex_id(self.incarnation)));
         headers.insert(MEMBERSHIP_HEADER, value(self.membership.to_string()));
-        // Release versions (issue 26): every message that carries an identity carries the release.
+        // Release versions: every message that carries an identity carries the release.
         super::versions::write_version(headers);
     }
 }
@@ -223,7 +223,7 @@ pub struct IdentityCheck {
     /// Members at whose address a node of another cluster answered, with that cluster's ID (the
     /// sending side of the check; cleared once the member answers as itself again).
     foreign: RwLock<BTreeMap<NodeId, u64>>,
-    /// Release versions (issue 26): what each member reported running.
+    /// Release versions: what each member reported running.
     versions: super::versions::PeerVersions,
 }
 
@@ -246,7 +246,7 @@ impl IdentityCheck {
         }
     }
 
-    /// Release versions (issue 26): what each member reported, and this node's stop on meeting
+    /// Release versions: what each member reported, and this node's stop on meeting
     /// a newer release's entries.
     pub fn versions(&self) -> &super::versions::PeerVersions {
         &self.versions

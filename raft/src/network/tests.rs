@@ -395,7 +395,7 @@ async fn an_oversized_answer_is_refused() {
     assert!(matches!(&err, PostError::Decode(msg) if msg.contains("over")), "{err:?}");
 }
 
-/// Found by the fuzz tests (issue 11): an append, vote or snapshot that speaks for the receiving
+/// Found by the fuzz tests: an append, vote or snapshot that speaks for the receiving
 /// node itself (its own ID as leader or candidate, another term) made openraft follow itself and
 /// trip a debug assertion, which stopped its core. No peer sends those: they get 400.
 #[tokio::test]

@@ -117,35 +117,31 @@ fn every_operation_has_a_success_answer_and_errors_use_the_error_body() {
     }
 }
 
+/// One definition of the codes (`leafraft-codes`) serves the server, the client library and this
+/// document: the server's `ErrorCode` (as the OpenAPI schema derives it from the enum), the
+/// client's and the description's table all list exactly its codes, with its statuses.
 #[test]
-fn the_error_schema_lists_every_code() {
+fn the_server_the_client_and_the_document_share_one_list_of_error_codes() {
     let doc = document_json();
-    let codes: BTreeSet<&str> = doc
+    let schema: Vec<&str> = doc
         .pointer("/components/schemas/ErrorCode/enum")
         .and_then(Value::as_array)
         .expect("ErrorCode enum")
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    for code in [
-        "NOT_READY",
-        "TAG_NOT_FOUND",
-        "SEGMENTS_NOT_READY",
-        "CLOCK_BACKWARDS",
-        "WORKER_UNAVAILABLE",
-        "TAG_EXHAUSTED",
-        "NO_LEADER",
-        "INVALID_ARGUMENT",
-        "TAG_EXISTS",
-        "MAX_ID_DECREASE",
-        "NOT_A_LEARNER",
-        "LAST_VOTER",
-        "UNAUTHORIZED",
-        "LEARNER_NOT_CAUGHT_UP",
-        "CLUSTER_MISMATCH",
-    ] {
-        assert!(codes.contains(code), "{code} missing from ErrorCode: {codes:?}");
-        assert!(DESCRIPTION.contains(code), "{code} missing from the description's table");
+    let defined: Vec<&str> = leafraft_codes::ALL.iter().map(|code| code.name).collect();
+    assert_eq!(schema, defined, "the server's ErrorCode variants (in order) differ from leafraft_codes::ALL");
+    let description = doc.pointer("/info/description").and_then(Value::as_str).expect("a description");
+    assert!(description.contains(&leafraft_codes::markdown_table()), "the description lacks the error table");
+    assert!(!description.contains("{ERROR_CODES}"));
+    for code in leafraft_codes::ALL {
+        let server: crate::error::ErrorCode = serde_json::from_value(Value::from(code.name)).expect("a server code");
+        assert_eq!((server.as_str(), server.status().as_u16()), (code.name, code.status));
+        let client = leafraft_client::ErrorCode::parse(code.name);
+        assert_eq!(client.as_str(), code.name, "the client does not know {}", code.name);
+        assert!(!matches!(client, leafraft_client::ErrorCode::Other(_)), "the client does not know {}", code.name);
+        assert_eq!(client.is_transient(), server.status().as_u16() == 503, "{}", code.name);
     }
     let error = doc.pointer("/components/schemas/Error/properties").expect("Error properties");
     let fields: BTreeSet<&String> = error.as_object().unwrap().keys().collect();

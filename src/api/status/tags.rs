@@ -1,4 +1,4 @@
-//! The tags section of the status page. With many tags (issue 17: 100,000 made a 23 MB page) it
+//! The tags section of the status page. With many tags (100,000 made a 23 MB page) it
 //! shows at most [`MAX_TAG_ROWS`]: the busiest on this node, or the ones the search box finds.
 
 use maud::html;

@@ -1,4 +1,4 @@
-//! The arguments of `leafraft timeseq ...` (SPEC.md §3, §4a); `id timeseq` is an `IdCommand`.
+//! The arguments of `leafraft timeseq ...` (`docs/semantics.md#command-line`, `docs/semantics.md#time-sequence-ids`); `id timeseq` is an `IdCommand`.
 
 use clap::Args;
 use clap::Subcommand;

@@ -1,5 +1,5 @@
 //! `leafraft timeseq create|list|get` and `leafraft id timeseq`: sharded time-sequence IDs
-//! (SPEC.md §4a), through the client library.
+//! (`docs/semantics.md#time-sequence-ids`), through the client library.
 
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 //! The import-graph check on synthetic crates: it sees cycles through every way Rust names a
-//! module (acceptance 4 of issue 27: the check fails on a planted cycle), and stays quiet on
+//! module (the check fails on a planted cycle), and stays quiet on
 //! containment and on text that only looks like a path.
 
 use std::collections::BTreeMap;

@@ -23,7 +23,7 @@ fn claimed_len(len: u64) -> [u8; 8] {
     len.to_le_bytes()
 }
 
-/// The body of issue 11 minus the `Forwarded` variant: `Request::CreateTag` (variant 0) whose tag
+/// The fuzzed `/raft/forward` body minus the `Forwarded` variant: `Request::CreateTag` (variant 0) whose tag
 /// claims 2^50 bytes. Without a limit bincode allocates the claim and the process aborts.
 #[test]
 fn a_huge_claimed_string_length_is_refused_by_the_limit() {

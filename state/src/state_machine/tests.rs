@@ -92,7 +92,7 @@ fn the_cluster_id_is_set_once() {
     assert_eq!(sm.cluster_id, 42);
 }
 
-/// Found by review (issue 11): a raise forwarded to a leader that lost leadership before
+/// Found by review: a raise forwarded to a leader that lost leadership before
 /// answering is sent again to the next leader; both copies can commit. When claims moved
 /// `max_id` past the raise in between, the second copy answered MAX_ID_DECREASE for a raise that
 /// had taken effect. Its `now_ms` matches the tag's last update: it now answers the tag.
@@ -117,7 +117,7 @@ fn regression_a_retried_raise_that_applied_answers_max_id_decrease() {
     assert_eq!(sm.apply_request(&other), Response::Rejected(Rejection::MaxIdDecrease { current: 510 }));
 }
 
-/// Found by review (issue 11): the same for a create, once a claim had moved `max_id`: the second
+/// Found by review: the same for a create, once a claim had moved `max_id`: the second
 /// copy answered TAG_EXISTS. A create with the same `now_ms`, step and description whose `max_id`
 /// is not above the tag's is its own earlier effect: it answers the tag.
 #[test]

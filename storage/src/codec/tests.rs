@@ -4,12 +4,12 @@
 //!
 //! History: before any release, v1 was extended in place twice, when the snowflake registry was
 //! appended to the state machine and when `WorkerLease` gained `released_by` (trailing bytes
-//! only; every other literal stayed the same). v2 (issue 10) appended `incarnation` to every
+//! only; every other literal stayed the same). v2 appended `incarnation` to every
 //! member (`leafraft_state::Node`) and `cluster_id` to the state machine, and added `SetClusterId`; every
 //! literal changed its first byte, and those holding a membership gained the incarnations. v1 is
 //! refused by name (`OpenError::OutdatedVersion`), not converted. Before any release, v2 was then
 //! extended in place: the snowflake registry gained `floor_ms` (trailing bytes of the registry) and
-//! `Request` gained `Restore` (issue 10's recovery); then (issue 15, strictly increasing tags)
+//! `Request` gained `Restore` (the recovery); then (strictly increasing tags)
 //! `TagRecord` gained `mode` (four trailing bytes of every tag record, also inside `Restore` and
 //! the snapshot) and `Request` gained `CreateTagInMode`, `SetTagMode` and `ClaimMonotonic`.
 //! Issue 13 appended the time-sequence registry to
@@ -17,9 +17,9 @@
 //! and `RestoreTimeseq` to `Request`. Issue 17 (batched import) appended `ImportTags`.
 //! Issue 24 added the store's incarnation record (a `u64` under its own key; nothing else changed).
 //! Release 0.1.0 (`releases/0.1.0`) froze v2: from then on every release reads it. Release 0.2.0
-//! (issue 26) appended `SetClusterVersion` and `Noop` to `Request` and the `cluster_version` key,
+//! appended `SetClusterVersion` and `Noop` to `Request` and the `cluster_version` key,
 //! and snapshots past the baseline cluster version take version byte 3 (the v2 body followed by
-//! the cluster version); every other v2 literal is unchanged. Release 0.3.0 (issue 29) appended
+//! the cluster version); every other v2 literal is unchanged. Release 0.3.0 appended
 //! `ClaimBatch` and then `ReleaseBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
 //! split into v2 values of its own once the cluster version reaches 0.3.0 (`timeseq_split_values`;
 //! the whole registry's literal is unchanged).
@@ -110,7 +110,7 @@ fn format_marker() {
     golden("format marker", &(), "02");
 }
 
-/// The member incarnation a store records it was created for (issue 24, `keys::INCARNATION`).
+/// The member incarnation a store records it was created for (`keys::INCARNATION`).
 #[test]
 fn store_incarnation() {
     golden("store incarnation", &0x0102_0304_0506_0708u64, "020807060504030201");
@@ -266,7 +266,7 @@ fn timeseq_registry_value() {
     golden("time-sequence registry", &timeseq_registry(), "02010000000000000001000000000000006e00e10b5e00000000807000000c1306000000000000006f72646572730068e5cf8b010000010000000000000001000000000000006e010000000000000001f1536500000000e803000000000000f469e5cf8b0100000900000000000000");
 }
 
-/// The split layout of the registry (from cluster version 0.3.0, issue 29): `timeseq/clock`,
+/// The split layout of the registry (from cluster version 0.3.0): `timeseq/clock`,
 /// `timeseq/ns/<name>` and `timeseq/seq/<second><name>`; keys in `keys::tests::fixed_keys`.
 #[test]
 fn timeseq_split_values() {

@@ -78,7 +78,7 @@ fn a_store_without_identity_is_refused() {
     assert!(err.to_string().contains("is gone although the directory holds a store"), "{err}");
 }
 
-/// The store records the incarnation it was created for (issue 24).
+/// The store records the incarnation it was created for.
 #[test]
 fn a_store_is_bound_to_the_incarnation_it_was_created_for() {
     let dir = TempDir::new().expect("temp dir");
@@ -117,7 +117,7 @@ fn a_store_of_another_incarnation_is_refused_and_an_old_store_is_bound() {
     let dir = TempDir::new().expect("temp dir");
     let options = StoreOptions { fsync: false, ..StoreOptions::default() };
     let identity = load_or_create_identity(dir.path(), 1).expect("create");
-    let store = crate::open(dir.path(), &options).expect("a store without a record, as before issue 24");
+    let store = crate::open(dir.path(), &options).expect("a store without a record, as before stores recorded one");
     drop(store);
     let (bound, store) = open_member(dir.path(), 1, &options).expect("bind the old store");
     assert_eq!(bound, identity);

@@ -5,7 +5,7 @@
 //! - split: `timeseq/clock`, one key per namespace, and per claimed second one value per shard
 //!   of the namespaces (`keys::TIMESEQ_*`, [`shard_of`]): an apply rewrites only the shards of the
 //!   seconds its claims named and removes the seconds it forgot, so its cost follows its claims,
-//!   not the registry (issue 29: 10,000 namespaces claiming every second).
+//!   not the registry (10,000 namespaces claiming every second).
 //!
 //! Why shards of a second, not one key per (namespace, second): sled's cost is per key. A full
 //! registry of 10,000 namespaces x 600 seconds is 6 M pairs; as 6 M keys, writing them in one
@@ -161,7 +161,7 @@ impl<'a> TimeseqChanges<'a> {
             let stored = engine.get(Keyspace::StateMachine, &key)?;
             // Read in place: a shard holds about 150 names at 10,000 namespaces, and an apply
             // rewrites every shard its claims named; decoding each name into a `String` was
-            // most of an apply's time (issue 29's 10,000 namespaces).
+            // most of an apply's time (the 10,000 namespaces).
             let mut value = match &stored {
                 Some(bytes) => codec::decode_borrowed::<BorrowedShard>(bytes)?,
                 None => BorrowedShard::default(),

@@ -1,4 +1,4 @@
-//! `leafraft bench first-ids` (issue 29, acceptance 4): the first ID of each of many segment tags.
+//! `leafraft bench first-ids`: the first ID of each of many segment tags.
 //! The tags are imported first (`POST /v1/import/tags`, batches of 500 rows, on the leader), tag
 //! `i` starting at `1 + i × STRIDE`; then every tag is asked for one ID exactly once
 //! (`GET /api/segment/get/{tag}`), tag `i` on node `i mod n`, `concurrency` requests in flight

@@ -15,7 +15,7 @@
 //!
 //! With `history`, every answered request is recorded (when it was sent, when its answer came
 //! back, its smallest and largest ID) and the whole run is checked for real-time order: what a
-//! monotonic tag promises (SPEC §4b), judged on the load generator's own records.
+//! monotonic tag promises (`docs/semantics.md#strictly-increasing-tags`), judged on the load generator's own records.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

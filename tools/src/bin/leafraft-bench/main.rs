@@ -104,11 +104,10 @@ enum BenchCommand {
         #[arg(long = "serve-flag", allow_hyphen_values = true)]
         serve_flags: Vec<String>,
     },
-    /// Many time-sequence namespaces, each asked for one ID per second on every node (issue 29,
-    /// acceptance 3): requests answered and failed, latency, and Raft entries committed per second.
+    /// Many time-sequence namespaces, each asked for one ID per second on every node: requests answered and failed, latency, and Raft entries committed per second.
     Namespaces(scenarios::NamespacesArgs),
     /// The first ID of each of many imported segment tags, each asked once, spread over the nodes
-    /// (issue 29, acceptance 4): time until all answered, latency, uniqueness, entries per second.
+    ///: time until all answered, latency, uniqueness, entries per second.
     FirstIds(scenarios::FirstIdsArgs),
     /// A trivial axum server answering an atomic counter: the baseline `scripts/bench.sh`
     /// compares leafraft against.

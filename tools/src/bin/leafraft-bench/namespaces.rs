@@ -1,4 +1,4 @@
-//! `leafraft bench namespaces` (issue 29, acceptance 3): many time-sequence namespaces, each asked
+//! `leafraft bench namespaces`: many time-sequence namespaces, each asked
 //! for one ID per second on every node (or `ids_per_second` IDs: fewer namespaces asked more often
 //! send the same requests with fewer claims, which measures the request path's own floor). The
 //! namespaces are created first (`POST /v1/timeseq`, bounded concurrency, on the leader); then,

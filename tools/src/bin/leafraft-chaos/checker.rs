@@ -1,4 +1,4 @@
-//! The checker: judges a [`History`] against SPEC §1 and §5. Pure: no I/O, no clock.
+//! The checker: judges a [`History`] against `docs/semantics.md#the-one-rule`, `docs/semantics.md`. Pure: no I/O, no clock.
 //!
 //! Only acknowledged answers count as issued. A request that timed out or broke is "unknown": its
 //! IDs may exist, so no check ever treats it as "not issued" (none of the checks below needs to).
@@ -221,7 +221,7 @@ fn segment_order(history: &History) -> Check {
 }
 
 /// The monotonic tag's promise, across every node and incarnation: a request sent after another
-/// was answered got only larger IDs (SPEC §4b).
+/// was answered got only larger IDs (`docs/semantics.md#strictly-increasing-tags`).
 fn monotonic_real_time(history: &History) -> Check {
     let mut check = Check::new("monotonic-real-time");
     let mut spans = Vec::new();
@@ -248,7 +248,7 @@ fn monotonic_real_time(history: &History) -> Check {
     check
 }
 
-/// The move of a segment tag to monotonic (SPEC §4b, issue 35): from the 200 on, every ID of the
+/// The move of a segment tag to monotonic (`docs/semantics.md#strictly-increasing-tags`): from the 200 on, every ID of the
 /// tag is above every ID served before. Judged: every request of [`crate::workload::SWITCH_TAG`]
 /// sent after the 200 arrived, against every answer of the tag (before the move or after, any
 /// node) that arrived before it was sent. Before the 200 nothing is promised (segment IDs only

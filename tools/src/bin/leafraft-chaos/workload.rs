@@ -36,7 +36,7 @@ pub const SWITCH_TAG: &str = "chaos-switch";
 
 /// The time-sequence namespaces of a run (the default layout: 32 time, 12 shard, 19 sequence
 /// bits). More than one, so that every node's prefetch of the next second is a claim batch of
-/// several namespaces each second (issue 29), which is where batches are most at risk.
+/// several namespaces each second, which is where batches are most at risk.
 pub const TIMESEQ_NAMESPACES: [&str; 3] = ["chaos-ts", "chaos-ts-b", "chaos-ts-c"];
 
 /// The shards the clients ask for: both ends and a few between.

@@ -1,4 +1,4 @@
-//! The checks of time-sequence IDs (SPEC.md §4a), from the clients' records alone. The run's
+//! The checks of time-sequence IDs (`docs/semantics.md#time-sequence-ids`), from the clients' records alone. The run's
 //! namespace has the default layout; every ID is read with it.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Disk faults (issue 10): a member whose data directory is wiped, and a majority lost for good.
+//! Disk faults: a member whose data directory is wiped, and a majority lost for good.
 //!
 //! - `wipe-member`: kill -9 a node, delete its data directory and start it again with its original
 //!   flags. It must refuse to start (exit non-zero): its peers' membership remembers another disk

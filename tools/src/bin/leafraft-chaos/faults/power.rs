@@ -1,4 +1,4 @@
-//! Power loss (issue 24): every node's data directory sits on its own mount of
+//! Power loss: every node's data directory sits on its own mount of
 //! `leafraft_tools::lazyfs`, which keeps what a node writes in memory until it is synced.
 //!
 //! - `power-loss`: kill -9 one node (the leader half the time), then a power cut on its disk: every

@@ -1,6 +1,6 @@
 package io.leafraft.client;
 
-/** The server's stable error codes (SPEC §6), spelled as the server spells them. */
+/** The server's stable error codes (`docs/api.md#error-codes`), spelled as the server spells them. */
 public enum ErrorCode {
     NOT_READY(true),
     TAG_NOT_FOUND(false),
