@@ -65,6 +65,12 @@ pub enum FaultKind {
     /// The busy segment tag `chaos-switch` moved to monotonic, once, in a lane of its own
     /// ([`switch`]): `switch-real-time` judges every request of the tag sent after the 200.
     SwitchToMonotonic,
+    /// The leader cut off from every other node (clients still reach it) right after one follower
+    /// was restarted on a short election timeout, and the other follower killed and restarted on
+    /// it twice, 0.4 s apart, while the cut lasts. The path on which a leader lease (dcd6af4)
+    /// answered after a newer leader had: its followers' longer vote holds were forgotten by the
+    /// second quick restart. Asked for by name; `--election-timeout-ms` sets the others' timeout.
+    IsolatedLeaderRestarts,
 }
 
 impl FaultKind {
@@ -73,7 +79,7 @@ impl FaultKind {
     /// `all` stay what they were. `switch-to-monotonic` happens once per run in its own lane
     /// ([`lanes`] leaves it out of the weighted ones), so its weight is never rolled and a seed's
     /// schedule is the same with it or without it.
-    const WEIGHTS: [(FaultKind, u32); 17] = [
+    const WEIGHTS: [(FaultKind, u32); 18] = [
         (FaultKind::KillLeader, 16),
         (FaultKind::KillFollower, 7),
         (FaultKind::PauseLeader, 10),
@@ -91,6 +97,7 @@ impl FaultKind {
         (FaultKind::PowerLoss, 8),
         (FaultKind::PowerLossAll, 4),
         (FaultKind::SwitchToMonotonic, 0),
+        (FaultKind::IsolatedLeaderRestarts, 5),
     ];
 
     pub fn name(self) -> &'static str {
@@ -112,13 +119,17 @@ impl FaultKind {
             FaultKind::PowerLoss => "power-loss",
             FaultKind::PowerLossAll => "power-loss-all",
             FaultKind::SwitchToMonotonic => "switch-to-monotonic",
+            FaultKind::IsolatedLeaderRestarts => "isolated-leader-restarts",
         }
     }
 
     /// What `--faults all` injects: every kind but power loss, which needs every data directory
-    /// on a FUSE mount.
+    /// on a FUSE mount, and `isolated-leader-restarts`, a scenario asked for by name.
     pub fn all() -> impl Iterator<Item = FaultKind> {
-        FaultKind::WEIGHTS.into_iter().map(|(kind, _)| kind).filter(|kind| !kind.needs_lazy_disks())
+        FaultKind::WEIGHTS
+            .into_iter()
+            .map(|(kind, _)| kind)
+            .filter(|kind| !kind.needs_lazy_disks() && *kind != FaultKind::IsolatedLeaderRestarts)
     }
 
     /// Every kind, power loss included.
@@ -135,7 +146,10 @@ impl FaultKind {
     }
 
     fn needs_network(self) -> bool {
-        matches!(self, FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge)
+        matches!(
+            self,
+            FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge | FaultKind::IsolatedLeaderRestarts
+        )
     }
 
     pub fn needs_clocks(self) -> bool {
@@ -207,6 +221,7 @@ fn schedule(seed: u64, kinds: &[FaultKind]) -> impl Iterator<Item = Plan> {
             FaultKind::IsolateLeader | FaultKind::SplitMajority | FaultKind::Bridge => {
                 rng.gen_range(1500..8000).max(MIN_PARTITION_HOLD_MS)
             }
+            FaultKind::IsolatedLeaderRestarts => rng.gen_range(MIN_PARTITION_HOLD_MS..6000),
             FaultKind::ClockStep => rng.gen_range(2000..10_000),
             FaultKind::ClockDrift => rng.gen_range(4000..MAX_DRIFT_HOLD_MS),
             FaultKind::Membership | FaultKind::GracefulRestart => rng.gen_range(0..1000),
@@ -332,6 +347,10 @@ async fn run_lane(
     tokio::time::sleep_until(until.into()).await;
     while watchers.join_next().await.is_some() {}
 }
+
+/// The election timeout `isolated-leader-restarts` restarts followers on (the review's figure):
+/// well below the default and the CI run's `--election-timeout-ms 1500`.
+const SHORT_ELECTION_TIMEOUT_MS: u64 = 150;
 
 /// The shortest partition, in ms: longer than an election takes here under load (p99 2.3 s in
 /// the soak report), so a leader cut off is replaced before the partition heals.
@@ -558,6 +577,53 @@ async fn inject(
         }
         // Its own lane ([`run`]): never rolled by a schedule.
         FaultKind::SwitchToMonotonic => return false,
+        FaultKind::IsolatedLeaderRestarts => {
+            let Some(net) = nodes.net() else { return false };
+            let Some(old) = leader else {
+                ev("isolated-leader-restarts: no leader".into());
+                return false;
+            };
+            let [earlier, twice] = followers[..] else {
+                ev(format!("isolated-leader-restarts: needs two running followers, has {followers:?}"));
+                return false;
+            };
+            // The followers restart on an election timeout shorter than the leader's: the leader
+            // cannot assume its own is everyone's.
+            let short = || vec!["--election-timeout-ms".to_string(), SHORT_ELECTION_TIMEOUT_MS.to_string()];
+            ev(format!("restart node {earlier} on --election-timeout-ms {SHORT_ELECTION_TIMEOUT_MS}"));
+            nodes.kill(earlier);
+            nodes.set_extra_args(earlier, short());
+            if let Err(e) = nodes.start(earlier) {
+                ev(format!("restart of node {earlier} failed: {e:#}"));
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            ev(format!(
+                "cut leader {} off from {earlier} and {twice} for {:.1}s; restart {twice} twice, 0.4s apart",
+                old.node,
+                hold.as_secs_f64()
+            ));
+            for other in [earlier, twice] {
+                if let (Some(a), Some(b)) = (nodes.slot(old.node), nodes.slot(other)) {
+                    if let Err(e) = net.cut(a, b) {
+                        ev(format!("cut {}-{other} failed: {e:#}", old.node));
+                    }
+                }
+            }
+            watch_recovery(nodes, record, plan.kind, leader, watchers);
+            nodes.set_extra_args(twice, short());
+            for _ in 0..2 {
+                nodes.kill(twice);
+                if let Err(e) = nodes.start(twice) {
+                    ev(format!("restart of node {twice} failed: {e:#}"));
+                }
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            tokio::time::sleep(hold).await;
+            ev(format!("heal the network ({} node pairs were cut)", net.cut_pairs().len()));
+            if let Err(e) = net.heal_all() {
+                ev(format!("heal failed: {e:#}"));
+            }
+        }
         FaultKind::WholeRestart => {
             ev(format!("kill -9 every node, restart after {:.1}s", hold.as_secs_f64()));
             let all = nodes.ids();

@@ -162,6 +162,9 @@ struct Args {
     /// nodes (2 for 3 nodes, 4 for 5), so leases expire and get taken over during the run.
     #[arg(long, default_value_t = 0)]
     snowflake_workers: u64,
+    /// Every node's `--election-timeout-ms` (default: leafraft's own).
+    #[arg(long)]
+    election_timeout_ms: Option<u64>,
     /// Concurrent client loops.
     #[arg(long, default_value_t = 6)]
     clients: usize,
@@ -393,6 +396,9 @@ async fn run_once(
     if !args.fsync {
         serve_args.extend(["--fsync".to_string(), "false".to_string()]);
     }
+    if let Some(timeout) = args.election_timeout_ms {
+        serve_args.extend(["--election-timeout-ms".to_string(), timeout.to_string()]);
+    }
     let lazy_disks = wanted.iter().any(|kind| kind.needs_lazy_disks());
     let nodes = Arc::new(Nodes::new(
         binary.to_path_buf(),
@@ -523,6 +529,7 @@ fn exercised_by(check: &str) -> &'static [FaultKind] {
             FaultKind::KillLeader,
             FaultKind::PauseLeader,
             FaultKind::IsolateLeader,
+            FaultKind::IsolatedLeaderRestarts,
             FaultKind::WholeRestart,
             FaultKind::PowerLossAll,
         ],

@@ -59,10 +59,18 @@ struct Node {
     /// `--initial-cluster …` or `--join … [--learner]`; a restart passes them again (a node with
     /// data ignores them).
     args: Vec<String>,
+    /// Flags a fault added for later starts (`Nodes::set_extra_args`).
+    extra_args: Vec<String>,
     child: Option<Child>,
     target: Target,
     paused: bool,
     clock_offset_ms: i64,
+}
+
+/// `serve_args` (flag and value pairs) without the flags `extra` sets again: clap refuses a flag
+/// given twice.
+fn overridden<'a>(serve_args: &'a [String], extra: &'a [String]) -> impl Iterator<Item = &'a String> {
+    serve_args.chunks(2).filter(|pair| !extra.iter().any(|flag| flag.starts_with("--") && *flag == pair[0])).flatten()
 }
 
 pub struct Nodes {
@@ -201,7 +209,18 @@ impl Nodes {
         let args = args_for(&addr);
         nodes.insert(
             id,
-            Node { slot, addr, data_dir, clock_file, args, child: None, target, paused: false, clock_offset_ms: 0 },
+            Node {
+                slot,
+                addr,
+                data_dir,
+                clock_file,
+                args,
+                extra_args: Vec::new(),
+                child: None,
+                target,
+                paused: false,
+                clock_offset_ms: 0,
+            },
         );
         Ok(id)
     }
@@ -265,8 +284,9 @@ impl Nodes {
             .args(["--secret", &self.secret])
             // The nodes listen on the bridge's (non-loopback) addresses over plain HTTP.
             .arg("--insecure")
-            .args(&self.serve_args)
+            .args(overridden(&self.serve_args, &node.extra_args))
             .args(&node.args)
+            .args(&node.extra_args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -395,6 +415,14 @@ impl Nodes {
         }
         node.target.disk.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Flags `id` starts with from now on after every other one (a later `--election-timeout-ms`
+    /// overrides the runner's): replaces what an earlier call set.
+    pub fn set_extra_args(&self, id: u64, extra: Vec<String>) {
+        if let Some(node) = self.lock().get_mut(&id) {
+            node.extra_args = extra;
+        }
     }
 
     /// The arguments `id` starts with from now on (`--initial-cluster …` or `--join …`).
