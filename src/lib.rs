@@ -61,6 +61,3 @@ pub mod services;
 pub mod snowflakes;
 pub mod timeseq;
 pub mod tls;
-
-#[cfg(test)]
-mod tidy;

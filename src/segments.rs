@@ -2,7 +2,7 @@
 //! background by Raft-committed claims, served without locks or I/O while a segment is ready.
 //!
 //! With `snowflakes` and `timeseq`, one of the three ID services: the only modules that put a
-//! Raft-committed answer into an engine (`tidy::only_the_id_services_install_into_an_engine`).
+//! Raft-committed answer into an engine (`xtask`: `engine_installers`).
 //!
 //! Invariants:
 //! 1. A range is installed in a buffer only from the `Response::Segment` of a committed and

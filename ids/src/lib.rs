@@ -11,7 +11,7 @@
 //! (`leafraft-client`, which installs ranges the server answered) run these same engines.
 //!
 //! **Architecture Invariant:** this crate depends on nothing (no I/O, no clock, no other crate of
-//! the workspace); `leafraft`'s `src/tidy.rs` checks it.
+//! the workspace); `xtask` (`engines_pure`) checks it.
 
 pub mod segment;
 pub mod snowflake;

@@ -5,7 +5,7 @@
 //! the one bincode configuration (`codec`) of the wire and the disk.
 //!
 //! Nothing here does I/O, reads a clock, or runs async code: no axum, hyper, reqwest or sled in
-//! its dependency graph (`tidy::dependencies` in the service). The network and the durability
+//! its dependency graph (`xtask`: `linked_crates`). The network and the durability
 //! wrappers are the `raft` crate; every crate imports this one's items from here.
 //!
 //! # Layout

@@ -9,13 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::future::Future;
 use std::net::TcpListener;
 use std::path::Path;
 use std::path::PathBuf;
-use std::process::Child;
-use std::process::Command;
 use std::process::ExitStatus;
 use std::process::Output;
 use std::process::Stdio;
@@ -26,6 +23,8 @@ use std::time::Instant;
 use leafraft_client::Client;
 use leafraft_client::ClusterStatus;
 use leafraft_client::NewTag;
+use leafraft_harness::Serve;
+use leafraft_harness::ServeProcess;
 use reqwest::Method;
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -143,7 +142,7 @@ struct NodeProcess {
     data_dir: PathBuf,
     /// The arguments of its latest start beyond the ones every node gets; reused by `restart`.
     args: Vec<String>,
-    child: Option<Child>,
+    child: Option<ServeProcess>,
     /// One log file per incarnation, oldest first.
     logs: Vec<PathBuf>,
     /// The user (and group) the process runs as, when not the test's own.
@@ -350,10 +349,10 @@ impl ProcessCluster {
         let env = self.env.get(&id).cloned().unwrap_or_default();
         let node = self.nodes.get_mut(&id).expect("reserved");
         if let Some(child) = &mut node.child {
-            assert!(child.try_wait().expect("try_wait").is_some(), "node {id} is already running");
+            assert!(!child.is_running(), "node {id} is already running");
         }
-        let mut command = Command::new(self.binaries.get(&id).map_or(Path::new(BIN), PathBuf::as_path));
-        command.arg("serve").arg("--data-dir").arg(&node.data_dir);
+        let mut command = Serve::new(self.binaries.get(&id).map_or(Path::new(BIN), PathBuf::as_path));
+        command.arg("--data-dir").arg(&node.data_dir);
         // A StatefulSet pod derives its node ID from its name (`statefulset.rs`).
         if !args.contains(&"--statefulset-service") {
             command.arg("--node-id").arg(id.to_string());
@@ -374,18 +373,16 @@ impl ProcessCluster {
         }
         command.args(args);
         let log = log_dir.join(format!("node{id}.{}.log", node.logs.len() + 1));
-        let out = File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file handle");
-        scrub_env(&mut command);
-        command.envs(env);
-        command.env("RUST_LOG", "info,openraft=warn").env("NO_COLOR", "1").stdin(Stdio::null()).stdout(out).stderr(err);
-        die_with_parent(&mut command);
+        command.log_to(&log).expect("log file");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command.env("RUST_LOG", "info,openraft=warn");
         if let Some(&limit) = self.open_files.get(&id) {
-            limit_open_files(&mut command, limit);
+            command.open_files(limit);
         }
         if let Some(uid) = node.uid {
-            use std::os::unix::process::CommandExt;
-            command.uid(uid).gid(uid);
+            command.run_as(uid);
         }
         let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
         node.child = Some(child);
@@ -404,8 +401,7 @@ impl ProcessCluster {
     pub fn kill(&mut self, id: u64) {
         let mut child =
             self.nodes.get_mut(&id).and_then(|n| n.child.take()).unwrap_or_else(|| panic!("node {id} runs no process"));
-        let _ = child.kill();
-        child.wait().expect("wait for a killed node");
+        child.kill().expect("wait for a killed node");
     }
 
     /// Sends `signal` to the process of `id` (which must be running).
@@ -415,11 +411,9 @@ impl ProcessCluster {
             .get_mut(&id)
             .and_then(|n| n.child.as_mut())
             .unwrap_or_else(|| panic!("node {id} runs no process"));
-        let pid = libc::pid_t::try_from(child.id()).expect("pid fits pid_t");
-        // SAFETY: `kill` has no memory-safety preconditions; `pid` is our own unreaped child, so
-        // the number cannot have been reused by another process.
-        let rc = unsafe { libc::kill(pid, signal) };
-        assert_eq!(rc, 0, "kill({pid}, {signal}) failed: {}", std::io::Error::last_os_error());
+        if let Err(e) = child.signal(signal) {
+            panic!("signal {signal} to node {id} ({}) failed: {e}", child.pid());
+        }
     }
 
     /// SIGTERM, then waits for the exit, which must be status 0 within `timeout`; answers how long
@@ -438,13 +432,11 @@ impl ProcessCluster {
         let child = node.child.as_mut().unwrap_or_else(|| panic!("node {id} runs no process"));
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
+            if let Some(status) = child.try_exit() {
                 node.child = None;
                 return status;
             }
             if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
                 node.child = None;
                 panic!("node {id} did not exit within {timeout:?}");
             }
@@ -457,7 +449,7 @@ impl ProcessCluster {
         self.nodes
             .get(&id)
             .and_then(|n| n.child.as_ref())
-            .map(Child::id)
+            .map(ServeProcess::pid)
             .unwrap_or_else(|| panic!("node {id} runs no process"))
     }
 
@@ -477,7 +469,7 @@ impl ProcessCluster {
 
     /// Whether `id` has a process that has not exited.
     pub fn is_running(&mut self, id: u64) -> bool {
-        self.nodes.get_mut(&id).and_then(|n| n.child.as_mut()).is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+        self.nodes.get_mut(&id).and_then(|n| n.child.as_mut()).is_some_and(ServeProcess::is_running)
     }
 
     /// The nodes whose process runs.
@@ -621,10 +613,8 @@ impl Default for ProcessCluster {
 impl Drop for ProcessCluster {
     fn drop(&mut self) {
         for node in self.nodes.values_mut() {
-            if let Some(mut child) = node.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+            // Dropping a process kills and reaps it.
+            node.child = None;
         }
         if std::thread::panicking() {
             eprintln!("===== logs of the failed test's nodes in {}\n{}", self.dir.path().display(), self.log_tails(40));
@@ -655,48 +645,6 @@ pub fn tls_http(ca: &[u8]) -> reqwest::Client {
         builder = builder.add_root_certificate(certificate);
     }
     builder.build().expect("HTTP client")
-}
-
-/// Makes the kernel SIGKILL the child when the thread that started it ends, so not even an aborted
-/// or interrupted test run (where `Drop` never runs) leaves nodes behind. Every node is started
-/// from its test's thread (the tests run on tokio's current-thread runtime), which outlives it.
-#[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs between fork and exec and only calls `prctl`, which is
-    // async-signal-safe, and reads `errno`.
-    unsafe {
-        command.pre_exec(|| match libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) {
-            -1 => Err(std::io::Error::last_os_error()),
-            _ => Ok(()),
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
-
-/// Sets the child's open-file limit (soft and hard) to `limit`.
-fn limit_open_files(command: &mut Command, limit: u64) {
-    use std::os::unix::process::CommandExt;
-    let limit = libc::rlimit { rlim_cur: limit as libc::rlim_t, rlim_max: limit as libc::rlim_t };
-    // SAFETY: the closure runs between fork and exec and only calls `setrlimit`, which is
-    // async-signal-safe, and reads `errno`.
-    unsafe {
-        command.pre_exec(move || match libc::setrlimit(libc::RLIMIT_NOFILE, &limit) {
-            -1 => Err(std::io::Error::last_os_error()),
-            _ => Ok(()),
-        });
-    }
-}
-
-/// Removes every `LEAFRAFT_*` variable, so the environment of the test run cannot change a node.
-fn scrub_env(command: &mut Command) {
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("LEAFRAFT_") {
-            command.env_remove(&key);
-        }
-    }
 }
 
 /// Runs the binary with `args` to completion (killed and a panic after `timeout`).

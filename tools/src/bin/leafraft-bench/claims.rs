@@ -73,9 +73,8 @@ async fn run_in(base: &std::path::Path, options: &ClaimsOptions) -> Result<Vec<C
     for node in nodes {
         node.stop().await.map_err(|e| e.to_string())?;
     }
-    for mut child in children {
-        let _ = child.kill().await;
-    }
+    // Dropping the follower processes kills and reaps them.
+    drop(children);
     res
 }
 
@@ -177,7 +176,7 @@ async fn start_with_child_followers(
     base: &std::path::Path,
     n: usize,
     fsync: bool,
-) -> Result<(RunningNode, Vec<tokio::process::Child>), String> {
+) -> Result<(RunningNode, Vec<leafraft_harness::ServeProcess>), String> {
     let binary = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("leafraft");
     if !binary.is_file() {
         return Err(format!("{} not found: build it with `cargo build --release -p leafraft`", binary.display()));
@@ -194,18 +193,13 @@ async fn start_with_child_followers(
         drop(listener);
         let dir = base.join(format!("node-{node_id}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let log = std::fs::File::create(base.join(format!("node-{node_id}.log"))).map_err(|e| e.to_string())?;
-        let mut command = std::process::Command::new(&binary);
+        let mut command = leafraft_harness::Serve::new(&binary);
+        command.log_to(&base.join(format!("node-{node_id}.log"))).map_err(|e| e.to_string())?;
         command
-            .args(["serve", "--node-id", &node_id.to_string(), "--listen", &addr, "--join", &seed])
+            .args(["--node-id", &node_id.to_string(), "--listen", &addr, "--join", &seed])
             .args(["--fsync", &fsync.to_string()])
             .arg("--data-dir")
-            .arg(&dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(log);
-        leafraft_tools::die_with_parent(&mut command);
-        let mut command = tokio::process::Command::from(command);
-        command.kill_on_drop(true);
+            .arg(&dir);
         children.push(command.spawn().map_err(|e| format!("cannot start {}: {e}", binary.display()))?);
     }
     let mut metrics = node.cluster().raft().metrics();

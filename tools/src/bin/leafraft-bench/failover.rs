@@ -10,7 +10,6 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,9 +17,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
+use leafraft_harness::Serve;
+use leafraft_harness::ServeProcess;
 use serde::Serialize;
-use tokio::process::Child;
-use tokio::process::Command;
 
 pub struct FailoverOptions {
     /// The `leafraft` binary.
@@ -55,7 +54,7 @@ struct Node {
     id: u64,
     addr: String,
     dir: PathBuf,
-    child: Option<Child>,
+    child: Option<ServeProcess>,
 }
 
 pub async fn run(options: &FailoverOptions) -> Result<FailoverReport, String> {
@@ -97,7 +96,7 @@ pub async fn run(options: &FailoverOptions) -> Result<FailoverReport, String> {
             let node = nodes.iter_mut().find(|n| n.id == leader).ok_or(format!("no node {leader}"))?;
             let killed_at = Instant::now();
             if let Some(mut child) = node.child.take() {
-                child.kill().await.map_err(|e| format!("kill node {leader}: {e}"))?;
+                child.kill().map_err(|e| format!("kill node {leader}: {e}"))?;
             }
             kills.push(killed_at);
             wait_for_service_after(&taken, killed_at).await?;
@@ -115,9 +114,8 @@ pub async fn run(options: &FailoverOptions) -> Result<FailoverReport, String> {
         per_caller.push(caller.await.map_err(|e| format!("a caller panicked: {e}"))?);
     }
     for node in &mut nodes {
-        if let Some(mut child) = node.child.take() {
-            let _ = child.kill().await;
-        }
+        // Dropping a process kills and reaps it.
+        node.child = None;
     }
     let _ = std::fs::remove_dir_all(&work);
     result?;
@@ -190,22 +188,14 @@ async fn take_loop(
 }
 
 fn start(options: &FailoverOptions, node: &mut Node, members: &str, work: &std::path::Path) -> Result<(), String> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(work.join(format!("node-{}.log", node.id)))
-        .map_err(|e| format!("log file: {e}"))?;
-    let log2 = log.try_clone().map_err(|e| format!("log file: {e}"))?;
-    let child = Command::new(&options.bin)
-        .arg("serve")
+    let mut command = Serve::new(&options.bin);
+    command.log_to(&work.join(format!("node-{}.log", node.id))).map_err(|e| format!("log file: {e}"))?;
+    let child = command
         .args(["--node-id", &node.id.to_string(), "--listen", &node.addr])
         .arg("--data-dir")
         .arg(&node.dir)
         .args(["--initial-cluster", members])
         .args(&options.serve_flags)
-        .stdout(Stdio::from(log))
-        .stderr(Stdio::from(log2))
-        .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", options.bin.display()))?;
     node.child = Some(child);

@@ -8,9 +8,6 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::PathBuf;
-use std::process::Child;
-use std::process::Command;
-use std::process::Stdio;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -20,6 +17,8 @@ use std::time::Instant;
 
 use anyhow::bail;
 use anyhow::Context;
+use leafraft_harness::Serve;
+use leafraft_harness::ServeProcess;
 use serde_json::Value;
 
 use crate::history::Incarnation;
@@ -61,7 +60,7 @@ struct Node {
     args: Vec<String>,
     /// Flags a fault added for later starts (`Nodes::set_extra_args`).
     extra_args: Vec<String>,
-    child: Option<Child>,
+    child: Option<ServeProcess>,
     target: Target,
     paused: bool,
     clock_offset_ms: i64,
@@ -266,18 +265,12 @@ impl Nodes {
             return Ok(());
         }
         let incarnation = node.target.incarnation.load(Ordering::SeqCst) + 1;
-        let log = File::create(self.dir.join(format!("node{id}.{incarnation}.log")))?;
         let mut command = match &self.net {
-            Some(net) => {
-                let prefix = net.exec_prefix(node.slot);
-                let mut command = Command::new(&prefix[0]);
-                command.args(&prefix[1..]).arg(&self.binary);
-                command
-            }
-            None => Command::new(&self.binary),
+            Some(net) => Serve::under(&net.exec_prefix(node.slot), &self.binary),
+            None => Serve::new(&self.binary),
         };
+        command.log_to(&self.dir.join(format!("node{id}.{incarnation}.log")))?;
         command
-            .arg("serve")
             .args(["--node-id", &id.to_string(), "--listen", &node.addr, "--advertise", &node.addr])
             .arg("--data-dir")
             .arg(&node.data_dir)
@@ -287,15 +280,7 @@ impl Nodes {
             .args(overridden(&self.serve_args, &node.extra_args))
             .args(&node.args)
             .args(&node.extra_args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("LEAFRAFT_") {
-                command.env_remove(&key);
-            }
-        }
+            .env("RUST_LOG", "info");
         if let Some(bug) = &self.planted {
             command.env("LEAFRAFT_PLANTED_BUG", bug);
         }
@@ -306,7 +291,6 @@ impl Nodes {
                 .env("FAKETIME_CACHE_DURATION", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        leafraft_tools::die_with_parent(&mut command);
         let child = command.spawn().with_context(|| format!("start node {id}"))?;
         node.target.incarnation.store(incarnation, Ordering::SeqCst);
         node.child = Some(child);
@@ -318,9 +302,7 @@ impl Nodes {
     fn signal(&self, id: u64, signal: i32) -> bool {
         let nodes = self.lock();
         let Some(child) = nodes.get(&id).and_then(|node| node.child.as_ref()) else { return false };
-        let Ok(pid) = i32::try_from(child.id()) else { return false };
-        // SAFETY: kill(2) on a child we spawned and have not reaped.
-        unsafe { libc::kill(pid, signal) == 0 }
+        child.signal(signal).is_ok()
     }
 
     /// kill -9, and reaps the process.
@@ -328,7 +310,7 @@ impl Nodes {
         self.signal(id, libc::SIGKILL);
         let child = self.lock().get_mut(&id).and_then(|node| node.child.take());
         if let Some(mut child) = child {
-            let _ = child.wait();
+            let _ = child.kill();
         }
     }
 
@@ -344,7 +326,7 @@ impl Nodes {
             let exited = {
                 let mut nodes = self.lock();
                 match nodes.get_mut(&id).and_then(|node| node.child.as_mut()) {
-                    Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+                    Some(child) => !child.is_running(),
                     None => true,
                 }
             };
@@ -444,13 +426,13 @@ impl Nodes {
             let exited = {
                 let mut nodes = self.lock();
                 let node = nodes.get_mut(&id)?;
-                match node.child.as_mut().map(Child::try_wait) {
-                    Some(Ok(Some(status))) => {
+                match node.child.as_mut().map(|child| (child.try_exit(), child.is_running())) {
+                    Some((Some(status), _)) => {
                         node.child = None;
                         let incarnation = node.target.incarnation.load(Ordering::SeqCst);
                         Some((status, incarnation))
                     }
-                    Some(Ok(None)) => None,
+                    Some((None, true)) => None,
                     _ => return None,
                 }
             };

@@ -20,6 +20,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::path::PathBuf;
 
+use crate::Scan;
+
 /// A module path from the crate root: `[]` is the root, `["api", "openapi"]` is `api::openapi`.
 pub type ModPath = Vec<String>;
 
@@ -512,10 +514,10 @@ pub fn display(path: &ModPath) -> String {
 }
 
 /// The root files of every crate of the workspace (libraries, binaries, integration tests,
-/// benches, examples) under `root`.
+/// benches, examples) under `root`: the root package and every member its `Cargo.toml` lists.
 pub fn workspace_crate_roots(root: &Path) -> Vec<PathBuf> {
     let mut roots = Vec::new();
-    for package in ["", "state", "raft", "storage", "ids", "client", "tools", "history"] {
+    for package in std::iter::once(String::new()).chain(crate::workspace_members(root)) {
         let dir = root.join(package);
         for file in ["src/lib.rs", "src/main.rs"] {
             roots.push(dir.join(file));
@@ -535,6 +537,34 @@ pub fn workspace_crate_roots(root: &Path) -> Vec<PathBuf> {
     roots.retain(|path| path.exists());
     roots.sort();
     roots
+}
+
+/// No crate of the workspace (libraries, binaries, integration tests, benches, examples) has an
+/// import cycle among its modules at full-path granularity: at every level of every module tree
+/// the siblings form a DAG.
+pub fn import_cycles(root: &Path) -> Scan {
+    let scan = std::cell::RefCell::new(Scan::default());
+    let mut violations = Vec::new();
+    for crate_root in workspace_crate_roots(root) {
+        let read = |path: &Path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            scan.borrow_mut().read(&text);
+            Some(text)
+        };
+        let krate = load_crate(&crate_root, &read);
+        let edges: BTreeSet<_> = krate.sibling_edges().into_keys().collect();
+        if let Some(cycle) = find_cycle(&edges) {
+            let path: Vec<String> = cycle.iter().map(display).collect();
+            let rel = crate::relative(root, &crate_root);
+            violations.push(format!(
+                "{rel}: import cycle {} (move what both sides need into a module of its own)",
+                path.join(" -> ")
+            ));
+        }
+    }
+    let mut scan = scan.into_inner();
+    scan.violations = violations;
+    scan
 }
 
 #[cfg(test)]

@@ -1,0 +1,261 @@
+//! Checks on the text of source files. Each reads the files of its concern, paths relative to the
+//! checkout's root, and reports every file that breaks its rule.
+
+use std::path::Path;
+
+use crate::code_lines;
+use crate::is_test_file;
+use crate::rust_files;
+use crate::without_tests;
+use crate::Scan;
+
+/// Every Rust source file of the workspace opens with a `//!` doc line (a binary's `main.rs`
+/// aside).
+pub fn doc_comments(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let mut packages = vec![String::new()];
+    packages.extend(crate::workspace_members(root));
+    for package in packages {
+        for dir in ["src", "tests", "benches", "examples"] {
+            let dir = if package.is_empty() { dir.to_string() } else { format!("{package}/{dir}") };
+            for (rel, text) in rust_files(root, &dir) {
+                scan.read(&text);
+                if !rel.ends_with("/main.rs") && !text.starts_with("//!") {
+                    scan.violations.push(format!("{rel}: no leading //! doc comment"));
+                }
+            }
+        }
+    }
+    scan
+}
+
+/// The service crate's source files (`src/`), test files left out, each with its code up to an
+/// inline `#[cfg(test)] mod tests` (tests may be long; the rules are for the code they test).
+fn service_sources(root: &Path) -> Vec<(String, String)> {
+    rust_files(root, "src")
+        .into_iter()
+        .filter(|(rel, _)| !is_test_file(rel))
+        .map(|(rel, text)| {
+            let code = match text.find("#[cfg(test)]\nmod tests") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            (rel, code)
+        })
+        .collect()
+}
+
+/// No service file is over 400 lines.
+pub fn service_file_length(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    for (rel, _) in service_sources(root) {
+        let text = std::fs::read_to_string(root.join(&rel)).unwrap_or_default();
+        scan.read(&text);
+        let lines = text.lines().count();
+        if lines > 400 {
+            scan.violations.push(format!("{rel}: {lines} lines (over 400): split it by concern"));
+        }
+    }
+    scan
+}
+
+/// No service function is over 80 lines. In rustfmt-formatted code a function ends at the first
+/// line that is its own indentation followed by `}`.
+pub fn service_function_length(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    for (rel, code) in service_sources(root) {
+        scan.read(&code);
+        let lines: Vec<&str> = code.lines().collect();
+        for (start, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            let indent = &line[..line.len() - trimmed.len()];
+            let Some(name) = function_name(trimmed) else { continue };
+            if line.trim_end().ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            if let Some(end) = lines[start + 1..].iter().position(|l| *l == close) {
+                if end + 2 > 80 {
+                    scan.violations.push(format!("{rel}::{name}: {} lines (over 80): split it", end + 2));
+                }
+            }
+        }
+    }
+    scan
+}
+
+/// The name of the function a trimmed line declares, if it declares one.
+fn function_name(trimmed: &str) -> Option<&str> {
+    let mut rest = trimmed;
+    for prefix in ["pub(crate) ", "pub(super) ", "pub ", "async ", "const ", "unsafe "] {
+        rest = rest.strip_prefix(prefix).unwrap_or(rest);
+    }
+    let rest = rest.strip_prefix("fn ")?;
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+    Some(&rest[..end])
+}
+
+/// Every service file under `src/` (`dir` relative to it) whose code contains one of `needles`,
+/// other than the files `allowed` (relative to `src/`).
+fn service_files_using(root: &Path, dir: &str, needles: &[&str], allowed: &[&str], what: &str) -> Scan {
+    let mut scan = Scan::default();
+    for (rel, code) in service_sources(root) {
+        let in_src = rel.strip_prefix("src/").unwrap_or(&rel);
+        if !in_src.starts_with(dir) {
+            continue;
+        }
+        scan.read(&code);
+        if allowed.contains(&in_src) {
+            continue;
+        }
+        if let Some(needle) = needles.iter().find(|n| code_lines(&code).any(|line| line.contains(**n))) {
+            scan.violations.push(format!("{rel}: {needle}: {what}"));
+        }
+    }
+    scan
+}
+
+/// The wall clock is read only in `src/clock.rs`.
+pub fn wall_clock(root: &Path) -> Scan {
+    service_files_using(root, "", &["SystemTime::now"], &["clock.rs"], "the wall clock is read only in src/clock.rs")
+}
+
+/// Nothing but `cli/args.rs`, its modules and `main.rs` sees clap.
+pub fn clap(root: &Path) -> Scan {
+    let allowed = [
+        "cli/args.rs",
+        "cli/args/security.rs",
+        "cli/args/timeseq.rs",
+        "cli/args/recover.rs",
+        "cli/args/statefulset.rs",
+    ];
+    let allowed: Vec<&str> = allowed.into_iter().chain(["main.rs"]).collect();
+    service_files_using(root, "", &["clap::", "use clap"], &allowed, "clap is for cli/args.rs and main.rs only")
+}
+
+/// Only the ID services put anything into an engine.
+pub fn engine_installers(root: &Path) -> Scan {
+    service_files_using(
+        root,
+        "",
+        &["SegmentBuffer::new", "Generator::new", ".install_next(", "RangeHolder::new", ".install_range("],
+        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq/mod.rs", "timeseq/claims.rs"],
+        "an engine fed outside the ID services",
+    )
+}
+
+/// No `unwrap` or `expect` on a request path (`src/api`).
+pub fn request_paths_never_unwrap(root: &Path) -> Scan {
+    service_files_using(root, "api", &[".unwrap()", ".expect("], &[], "unwrap/expect on a request path")
+}
+
+/// The non-test code lines of the files under `dir`, counted in `scan`, as (file, code).
+fn library_code(root: &Path, dir: &str, scan: &mut Scan) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (rel, text) in rust_files(root, dir) {
+        if is_test_file(&rel) {
+            continue;
+        }
+        scan.read(&text);
+        out.push((rel, without_tests(&text).to_string()));
+    }
+    out
+}
+
+/// Every file of `code` with a non-comment line containing one of `needles`.
+fn report(scan: &mut Scan, code: &[(String, String)], needles: &[&str], what: &str) {
+    for (rel, text) in code {
+        for needle in needles.iter().filter(|needle| code_lines(text).any(|line| line.contains(**needle))) {
+            scan.violations.push(format!("{rel}: {needle}: {what}"));
+        }
+    }
+}
+
+/// The ID engines (`ids/`) do no I/O, read no clock and depend on nothing but chrono's calendar.
+pub fn engines_pure(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let code = library_code(root, "ids/src", &mut scan);
+    let forbidden = [
+        "SystemTime",
+        "Instant::now",
+        "Utc::now",
+        "Local::now",
+        "tokio",
+        "std::fs",
+        "std::net",
+        "reqwest",
+        "leafraft::",
+    ];
+    report(&mut scan, &code, &forbidden, "the engines do no I/O and read no clock");
+    let text = std::fs::read_to_string(root.join("ids/Cargo.toml")).unwrap_or_default();
+    scan.read(&text);
+    let manifest: toml::Table = toml::from_str(&text).unwrap_or_default();
+    let deps = manifest.get("dependencies").and_then(|deps| deps.as_table()).cloned().unwrap_or_default();
+    for name in deps.keys().filter(|name| *name != "chrono") {
+        scan.violations.push(format!("ids/Cargo.toml: depends on {name}"));
+    }
+    let chrono = deps.get("chrono").map(ToString::to_string).unwrap_or_default();
+    if chrono.contains("clock") || !(chrono.is_empty() || chrono.contains("default-features = false")) {
+        scan.violations.push(format!("ids/Cargo.toml: chrono with a clock: {chrono}"));
+    }
+    scan
+}
+
+/// No engine type derives serde's traits (the state converts at its own layer).
+pub fn engines_not_serde(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let code = library_code(root, "ids/src", &mut scan);
+    report(&mut scan, &code, &["Serialize", "Deserialize"], "engine types convert at the service layer");
+    scan
+}
+
+/// `apply` reads nothing but its input: the state crate reads no clock and no randomness.
+pub fn apply_pure(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let code = library_code(root, "state/src", &mut scan);
+    report(
+        &mut scan,
+        &code,
+        &["SystemTime", "Instant::now", "rand::", "thread_rng"],
+        "the state machine must read nothing but its input",
+    );
+    scan
+}
+
+/// The state crate runs no async code (tests included).
+pub fn state_no_async(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    for (rel, text) in rust_files(root, "state/src") {
+        scan.read(&text);
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or_default();
+            let words = code.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            if words.clone().any(|word| word == "async") || code.contains(".await") {
+                scan.violations.push(format!("{rel}:{}: async code in the state crate: {}", number + 1, line.trim()));
+            }
+        }
+    }
+    scan
+}
+
+/// Only the storage engine module (`storage/src/engine*`) calls sled.
+pub fn only_storage_engine_sees_sled(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let code = library_code(root, "storage/src", &mut scan);
+    let others: Vec<(String, String)> = code
+        .into_iter()
+        .filter(|(rel, _)| rel != "storage/src/engine.rs" && !rel.starts_with("storage/src/engine/"))
+        .collect();
+    report(&mut scan, &others, &["sled::"], "only storage/src/engine.rs calls sled");
+    scan
+}
+
+/// The history checkers (`history/`) do no I/O and read no clock.
+pub fn history_pure(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let code = library_code(root, "history/src", &mut scan);
+    let forbidden =
+        ["std::fs", "std::io", "std::net", "std::process", "std::env", "std::thread", "Instant", "SystemTime"];
+    report(&mut scan, &code, &forbidden, "the history checkers trust nothing but their records");
+    scan
+}
