@@ -225,4 +225,41 @@ if failures:
     sys.exit(1)
 print(f"deploy-check: no secret on a command line or in the environment; {len(sets)} StatefulSet and its Services agree")
 PY
+# The Prometheus Operator's objects: the PrometheusRule carries exactly the rules of
+# deploy/prometheus/*.yml, and the PodMonitor finds every leafraft pod on a port it has.
+scripts/prometheus-rule.sh --check | sed 's/^/deploy-check: /'
+if ! "$venv/bin/kubectl" kustomize deploy/prometheus/operator >"$scratch/operator.yaml"; then
+  echo "deploy-check: FAIL: kubectl kustomize deploy/prometheus/operator"
+  exit 1
+fi
+"$py" - "$scratch/operator.yaml" "$dir/base/statefulset.yaml" <<'PY'
+"""The PodMonitor selects the StatefulSet's pods, on a port they name, and names the job leafraft."""
+import sys
+
+import yaml
+
+monitors = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "PodMonitor"]
+sts = next(d for d in yaml.safe_load_all(open(sys.argv[2])) if d and d["kind"] == "StatefulSet")
+pod = sts["spec"]["template"]
+labels = pod["metadata"]["labels"]
+ports = {p["name"] for c in pod["spec"]["containers"] for p in c.get("ports", [])}
+failures = []
+if len(monitors) != 1:
+    failures.append(f"{len(monitors)} PodMonitors, expected 1")
+for monitor in monitors:
+    spec = monitor["spec"]
+    wanted = spec["selector"]["matchLabels"]
+    if any(labels.get(k) != v for k, v in wanted.items()):
+        failures.append(f"PodMonitor selects {wanted}, the pods are labelled {labels}")
+    job = labels.get(spec.get("jobLabel", ""), "")
+    if not job.startswith("leafraft"):
+        failures.append(f"PodMonitor's jobLabel gives job {job!r}: the rules select job=~\"leafraft.*\"")
+    for endpoint in spec["podMetricsEndpoints"]:
+        if endpoint.get("port") not in ports:
+            failures.append(f"PodMonitor scrapes port {endpoint.get('port')!r}, the pods have {sorted(ports)}")
+for failure in failures:
+    print(f"deploy-check: FAIL: {failure}")
+sys.exit(1 if failures else 0)
+PY
+echo "deploy-check: the PodMonitor finds every pod; the PrometheusRule carries the same rules"
 echo "deploy-check: OK"

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Proves deploy/prometheus and deploy/grafana against a real Prometheus:
-#   1. promtool check rules + promtool test rules (every alert fires and stays quiet on synthetic series);
+#   1. promtool check rules + promtool test rules (every alert fires and stays quiet on synthetic
+#      series); every alert has a unit test, a runbook section in docs/operations.md and a
+#      runbook_url pointing at it;
 #   2. a real 3-node leafraft cluster (TLS, mutual TLS between peers, admin and client tokens from
 #      files) scraped every second by a real Prometheus with the rules loaded: every expression of the
 #      rules and the dashboard answers without error, every series they read has data;
-#   3. one member killed: LeafraftMemberDown must fire within its `for:` plus two scrape intervals
-#      (read from /api/v1/alerts); the member restarted: the alert must resolve. Prints both times.
+#   3. alerts firing and resolving, read from /api/v1/alerts: one member killed fires
+#      LeafraftQuorumAtRisk and LeafraftMemberDown within their `for:` plus two scrape intervals,
+#      and its restart resolves both; the leader killed and restarted until LeafraftLeaderFlapping
+#      fires, which resolves once the elections are 5 minutes old; the leader left alone with a small
+#      tag under load answers SEGMENTS_NOT_READY until LeafraftIdErrors fires, and the quorum back
+#      resolves it. Prints every time. About 7 minutes, most of it the flapping window.
 # Installs Debian's prometheus package (prometheus + promtool) when missing (.ci/run installs it
 # before any stage); when it cannot, it fails in CI (CI=true) naming what is missing, and elsewhere
 # skips with one line. Uses target/release/leafraft (LEAFRAFT_BIN overrides; built when missing), random free
@@ -38,6 +44,27 @@ command -v openssl >/dev/null || cannot_run prometheus-check "openssl is not ins
 echo "== promtool check rules / test rules"
 promtool check rules deploy/prometheus/recording.yml deploy/prometheus/alerts.yml
 promtool test rules deploy/prometheus/tests/*.yml
+python3 - <<'PY'
+import re, sys
+import yaml
+
+alerts = [r for g in yaml.safe_load(open("deploy/prometheus/alerts.yml"))["groups"] for r in g["rules"] if "alert" in r]
+tests = "".join(open(f"deploy/prometheus/tests/{n}").read() for n in ["alerts_test.yml"])
+runbook = set(re.findall(r"^### (Leafraft\w+)$", open("docs/operations.md").read(), re.M))
+failures = []
+for rule in alerts:
+    name = rule["alert"]
+    if f"alertname: {name}\n" not in tests:
+        failures.append(f"{name}: no promtool unit test in deploy/prometheus/tests/")
+    if name not in runbook:
+        failures.append(f"{name}: no '### {name}' runbook section in docs/operations.md")
+    if rule.get("annotations", {}).get("runbook_url") != f"docs/operations.md#{name.lower()}":
+        failures.append(f"{name}: runbook_url is not docs/operations.md#{name.lower()}")
+if failures:
+    print("FAIL:\n  " + "\n  ".join(failures), file=sys.stderr)
+    sys.exit(1)
+print(f"ok: {len(alerts)} alerts, each with a unit test and a runbook section")
+PY
 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' deploy/grafana/leafraft.json
 
 bin=${LEAFRAFT_BIN:-${CARGO_TARGET_DIR:-./target}/release/leafraft}
@@ -221,52 +248,143 @@ while True:
     time.sleep(1)
 PY
 
-echo "== LeafraftMemberDown: kill node 3, then restart it"
-member_down_state() {
+# An alert's state as /api/v1/alerts says it (firing, pending, or inactive when absent).
+alert_state() {
   curl -sf "$prom/api/v1/alerts" | python3 -c '
 import json, sys
 alerts = json.load(sys.stdin)["data"]["alerts"]
-states = [a["state"] for a in alerts if a["labels"].get("alertname") == "LeafraftMemberDown"
-          and a["labels"].get("instance") == sys.argv[1]]
-print(states[0] if states else "inactive")' "127.0.0.1:${ports[2]}"
+states = [a["state"] for a in alerts if a["labels"].get("alertname") == sys.argv[1]]
+print("firing" if "firing" in states else states[0] if states else "inactive")' "$1"
 }
-for_seconds=$(python3 -c '
+# The `for:` of an alert, in seconds.
+for_of() {
+  python3 -c '
 import sys, yaml
 for group in yaml.safe_load(open(sys.argv[1]))["groups"]:
     for rule in group["rules"]:
-        if rule.get("alert") == "LeafraftMemberDown":
-            text = rule["for"]
-            print(int(text[:-1]) * {"s": 1, "m": 60, "h": 3600}[text[-1]])' deploy/prometheus/alerts.yml)
+        if rule.get("alert") == sys.argv[2]:
+            text = rule.get("for", "0s")
+            print(int(text[:-1]) * {"s": 1, "m": 60, "h": 3600}[text[-1]])' deploy/prometheus/alerts.yml "$1"
+}
+now() { date +%s.%N; }
+since() { python3 -c "import sys,time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$1"; }
+over() { python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) else 1)" "$1" "$2"; }
+# Waits until alert $1 is in state $2, at most $3 s after time $4; prints the seconds it took.
+wait_alert() {
+  local alert=$1 want=$2 budget=$3 from=$4 state elapsed
+  while :; do
+    state=$(alert_state "$alert")
+    elapsed=$(since "$from")
+    [ "$state" = "$want" ] && { echo "$elapsed"; return 0; }
+    if over "$elapsed" "$budget"; then
+      echo "FAIL: $alert still $state ${elapsed}s on (expected $want within ${budget}s)" >&2
+      exit 1
+    fi
+    sleep 0.25
+  done
+}
+# The node that says it leads, from its own /metrics.
+leader() {
+  local i
+  for i in 1 2 3; do
+    if c "$(url "$i")/metrics" 2>/dev/null | grep -qx 'leafraft_raft_is_leader 1'; then echo "$i"; return 0; fi
+  done
+  return 1
+}
+wait_leader() {
+  local deadline=$((SECONDS + 30)) found
+  until found=$(leader); do
+    [ $SECONDS -lt $deadline ] || { echo "FAIL: no leader in 30 s" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "$found"
+}
+stop_node() {
+  kill -KILL "${node_pid[$1]}" 2>/dev/null || true
+  wait "${node_pid[$1]}" 2>/dev/null || true
+}
+
+for alert in LeafraftMemberDown LeafraftQuorumAtRisk LeafraftLeaderFlapping LeafraftIdErrors; do
+  [ "$(alert_state "$alert")" = inactive ] || { echo "FAIL: $alert active on a healthy cluster" >&2; exit 1; }
+done
+
+echo "== LeafraftMemberDown and LeafraftQuorumAtRisk: kill node 3, then restart it"
+# Each must fire within its `for:` plus two scrape intervals (rules run every 0.5 s; half a second
+# more for this loop's own polling).
 scrape_interval=1
-budget=$((for_seconds + 2 * scrape_interval))
-[ "$(member_down_state)" = inactive ] || { echo "FAIL: LeafraftMemberDown active before the kill" >&2; exit 1; }
-kill -KILL "${node_pid[3]}"
-killed=$(date +%s.%N)
-wait "${node_pid[3]}" 2>/dev/null || true
-state=inactive
-until [ "$state" = firing ]; do
-  state=$(member_down_state)
-  elapsed=$(python3 -c "import sys,time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$killed")
-  # Half a second of slack for this loop's own polling (every 0.25 s, each poll a python3 start).
-  if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > float(sys.argv[2]) + 0.5 else 1)" "$elapsed" "$budget"; then
-    echo "FAIL: LeafraftMemberDown not firing ${elapsed}s after the kill (budget ${budget}s: for ${for_seconds}s + 2 scrapes); state $state" >&2
-    exit 1
-  fi
-  [ "$state" = firing ] || sleep 0.25
-done
-fired=$elapsed
-echo "LeafraftMemberDown firing ${fired}s after the kill (for: ${for_seconds}s, budget ${budget}s)"
+down_for=$(for_of LeafraftMemberDown)
+risk_for=$(for_of LeafraftQuorumAtRisk)
+stop_node 3
+killed=$(now)
+risk_fired=$(wait_alert LeafraftQuorumAtRisk firing "$((risk_for + 2 * scrape_interval)).5" "$killed")
+echo "LeafraftQuorumAtRisk firing ${risk_fired}s after the kill (for: ${risk_for}s)"
+down_fired=$(wait_alert LeafraftMemberDown firing "$((down_for + 2 * scrape_interval)).5" "$killed")
+echo "LeafraftMemberDown firing ${down_fired}s after the kill (for: ${down_for}s)"
 start_node 3
-restarted=$(date +%s.%N)
-until [ "$state" = inactive ]; do
-  state=$(member_down_state)
-  elapsed=$(python3 -c "import sys,time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$restarted")
-  if python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) > 30 else 1)" "$elapsed"; then
-    echo "FAIL: LeafraftMemberDown still $state ${elapsed}s after the restart" >&2
+restarted=$(now)
+down_resolved=$(wait_alert LeafraftMemberDown inactive 30 "$restarted")
+risk_resolved=$(wait_alert LeafraftQuorumAtRisk inactive 30 "$restarted")
+echo "LeafraftMemberDown resolved ${down_resolved}s, LeafraftQuorumAtRisk ${risk_resolved}s after the restart"
+wait_ready 3
+
+echo "== LeafraftLeaderFlapping: kill the leader, restart it, again, until it fires"
+flap_started=$(now)
+rounds=0
+while [ "$(alert_state LeafraftLeaderFlapping)" != firing ]; do
+  if over "$(since "$flap_started")" 120; then
+    echo "FAIL: LeafraftLeaderFlapping not firing after $rounds leaders killed in 120 s" >&2
     exit 1
   fi
-  [ "$state" = inactive ] || sleep 0.25
+  old=$(wait_leader)
+  stop_node "$old"
+  deadline=$((SECONDS + 30))
+  until new=$(leader) && [ "$new" != "$old" ]; do
+    [ $SECONDS -lt $deadline ] || { echo "FAIL: no new leader 30 s after killing node $old" >&2; exit 1; }
+    sleep 0.1
+  done
+  start_node "$old"
+  wait_ready "$old"
+  rounds=$((rounds + 1))
+  # Every member's new term scraped (1 s) and the rule evaluated (0.5 s) before looking.
+  sleep 2
 done
-echo "LeafraftMemberDown resolved ${elapsed}s after the restart"
-wait_ready 3
-echo "prometheus-check: ok in $(($(date +%s) - started)) s (member down fired after ${fired}s, resolved ${elapsed}s after the restart)"
+flapped=$(now)
+echo "LeafraftLeaderFlapping firing after $rounds leaders killed ($(since "$flap_started")s)"
+for i in 1 2 3; do wait_ready "$i"; done
+
+echo "== LeafraftIdErrors: the leader alone drains a small tag's buffers, then the quorum comes back"
+lead=$(wait_leader)
+c -K "$tmp/admin.curl" -XPOST "$(url "$lead")/v1/tags" -d '{"tag":"scarce","step":10}' >/dev/null
+deadline=$((SECONDS + 20))
+until c -f -K "$tmp/client.curl" "$(url "$lead")/v1/segment/scarce?count=1" >/dev/null 2>&1; do
+  [ $SECONDS -lt $deadline ] || { echo "FAIL: no ID of tag scarce" >&2; exit 1; }
+  sleep 0.2
+done
+followers=()
+for i in 1 2 3; do [ "$i" = "$lead" ] || followers+=("$i"); done
+for i in "${followers[@]}"; do stop_node "$i"; done
+quorum_lost=$(now)
+# Requests in a loop until told to stop: first from the buffers, then SEGMENTS_NOT_READY.
+touch "$tmp/load.on"
+( while [ -e "$tmp/load.on" ]; do
+    c -K "$tmp/client.curl" "$(url "$lead")/v1/segment/scarce?count=1" >/dev/null 2>&1 || true
+  done ) &
+load_pid=$!
+pids+=("$load_pid")
+errors_for=$(for_of LeafraftIdErrors)
+# The 1-minute rate must cross 1 % (seconds), then hold for `for:`.
+errors_fired=$(wait_alert LeafraftIdErrors firing "$((errors_for + 30))" "$quorum_lost")
+echo "LeafraftIdErrors firing ${errors_fired}s after the quorum was lost (for: ${errors_for}s)"
+for i in "${followers[@]}"; do start_node "$i"; done
+quorum_back=$(now)
+for i in 1 2 3; do wait_ready "$i"; done
+# Requests go on, now answered: the error share falls under 1 % as the 1-minute window moves on.
+errors_resolved=$(wait_alert LeafraftIdErrors inactive 120 "$quorum_back")
+rm -f "$tmp/load.on"
+wait "$load_pid" 2>/dev/null || true
+echo "LeafraftIdErrors resolved ${errors_resolved}s after the quorum came back"
+
+echo "== LeafraftLeaderFlapping resolves once the elections are 5 minutes old"
+flap_resolved=$(wait_alert LeafraftLeaderFlapping inactive 400 "$flapped")
+echo "LeafraftLeaderFlapping resolved ${flap_resolved}s after it fired"
+echo "prometheus-check: ok in $(($(date +%s) - started)) s (member down fired after ${down_fired}s and quorum at risk after ${risk_fired}s; leader flapping after $rounds leaders killed; ID errors after ${errors_fired}s; all resolved)"

@@ -77,6 +77,8 @@ pub async fn bootstrap(cluster: Arc<Cluster>, config: Config, was_empty: bool) -
 
 mod pods;
 
+pub use pods::remove_scaled_down;
+
 fn incarnation(cluster: &Cluster) -> u64 {
     cluster.identity().local().incarnation
 }

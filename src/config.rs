@@ -51,6 +51,8 @@ pub enum LogFormat {
 pub struct Config {
     pub node_id: NodeId,
     pub listen: SocketAddr,
+    /// Where `/healthz` and `/readyz` are answered apart from the node port (`crate::probes`).
+    pub probe_listen: Option<SocketAddr>,
     /// The address peers and clients reach this node at (`host:port`).
     pub advertise: String,
     pub data_dir: PathBuf,
@@ -96,6 +98,7 @@ pub struct Config {
 pub struct Settings {
     pub node_id: Option<NodeId>,
     pub listen: Option<String>,
+    pub probe_listen: Option<String>,
     pub advertise: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub initial_cluster: Option<String>,
@@ -110,6 +113,7 @@ pub struct Settings {
     pub statefulset_namespace: Option<String>,
     pub statefulset_domain: Option<String>,
     pub statefulset_hosts: Option<PathBuf>,
+    pub statefulset_scale_down_after_ms: Option<u64>,
     pub secret: Option<SecretText>,
     pub secret_file: Option<PathBuf>,
     pub peer_secret: Option<SecretText>,
@@ -173,6 +177,7 @@ impl Settings {
         Settings {
             node_id: self.node_id.or(lower.node_id),
             listen: self.listen.or(lower.listen),
+            probe_listen: self.probe_listen.or(lower.probe_listen),
             advertise: self.advertise.or(lower.advertise),
             data_dir: self.data_dir.or(lower.data_dir),
             initial_cluster: self.initial_cluster.or(lower.initial_cluster),
@@ -185,6 +190,9 @@ impl Settings {
             statefulset_namespace: self.statefulset_namespace.or(lower.statefulset_namespace),
             statefulset_domain: self.statefulset_domain.or(lower.statefulset_domain),
             statefulset_hosts: self.statefulset_hosts.or(lower.statefulset_hosts),
+            statefulset_scale_down_after_ms: self
+                .statefulset_scale_down_after_ms
+                .or(lower.statefulset_scale_down_after_ms),
             secret: self.secret.or(lower.secret),
             secret_file: self.secret_file.or(lower.secret_file),
             peer_secret: self.peer_secret.or(lower.peer_secret),
@@ -262,9 +270,11 @@ impl Config {
             Some("json") => LogFormat::Json,
             Some(other) => return Err(format!("--log-format must be text or json, got '{other}'")),
         };
+        let probe_listen = layers.probe_listen.as_deref().map(resolve_addr).transpose()?;
         Ok(Config {
             node_id,
             listen,
+            probe_listen,
             advertise,
             data_dir: layers.data_dir.clone().unwrap_or_else(|| PathBuf::from("./leafraft-data")),
             bootstrap,

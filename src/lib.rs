@@ -52,6 +52,7 @@ pub mod metrics;
 pub mod node;
 #[cfg(feature = "planted")]
 pub mod planted;
+pub mod probes;
 pub mod recover;
 pub mod refusals;
 pub mod reload;

@@ -12,6 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+mod disk;
 mod events;
 mod node;
 mod requests;
@@ -49,6 +50,12 @@ pub struct RefusalLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub commit: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -185,6 +192,17 @@ impl Metrics {
         let connections = ConnectionMetrics::register(r);
         let requests = requests::RequestCounts::new(requests);
         registry.register_collector(Box::new(requests.latencies()));
+        registry.register_collector(Box::new(disk::SyncLatency));
+        let build_info: Family<BuildLabels, Gauge> = registered(
+            &mut registry,
+            "build_info",
+            "Always 1, labelled with the version and commit of this binary (two values across members: a rolling \
+             upgrade, or one left behind)",
+            Family::default(),
+        );
+        build_info
+            .get_or_create(&BuildLabels { version: env!("CARGO_PKG_VERSION"), commit: env!("LEAFRAFT_COMMIT") })
+            .set(1);
         Metrics {
             registry,
             requests,

@@ -164,6 +164,13 @@ pub async fn start(config: Config, listener: TcpListener) -> Result<RunningNode,
     background.push(tokio::spawn(raft::amnesia::forget_removed_members(amnesia.clone(), cluster.raft().clone())));
     // Aborted first on stop, before every tail is given back.
     background.push(tokio::spawn(segments.clone().drop_idle_buffers(stop_rx.clone())));
+    if let Some(addr) = config.probe_listen {
+        let probes = TcpListener::bind(addr)
+            .await
+            .map_err(|e| RunError(format!("cannot listen on --probe-listen {addr}: {e}")))?;
+        tracing::info!(probe_listen = %addr, "answering /healthz and /readyz apart from the node port");
+        background.push(crate::probes::serve(probes, router.clone(), stop_rx.clone()));
+    }
     let reloadable = Reloadable { tls, credentials, source: config.credential_source.clone() };
     background.push(crate::reload::spawn(reloadable, metrics, stop_rx));
     let (snowflake_stop, snowflake_stop_rx) = tokio::sync::watch::channel(false);
@@ -255,6 +262,9 @@ fn spawn_background(
     ];
     if config.segments.preload {
         background.push(tokio::spawn(preload(cluster.clone(), segments.clone())));
+    }
+    if let crate::config::Bootstrap::StatefulSet(pods) = &config.bootstrap {
+        background.push(tokio::spawn(bootstrap::remove_scaled_down(cluster.clone(), pods.as_ref().clone())));
     }
     (background, refused)
 }

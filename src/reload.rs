@@ -45,6 +45,7 @@ impl Reloadable {
         if let Some(tls) = &self.tls {
             let result = tls.reload();
             metrics.count_reload("tls", result.is_ok());
+            metrics.set_certificates_not_after(&tls.not_after());
             match result {
                 Ok(()) => tracing::info!(trigger, "TLS certificates reloaded"),
                 Err(error) => {
@@ -106,6 +107,13 @@ pub fn spawn(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    if let Some(tls) = &reloadable.tls {
+        metrics.expect_reloads("tls");
+        metrics.set_certificates_not_after(&tls.not_after());
+    }
+    if !reloadable.source.files().is_empty() {
+        metrics.expect_reloads("credentials");
+    }
     tokio::spawn(async move {
         let paths = reloadable.paths();
         let stamps = || paths.iter().map(|p| stamp(p)).collect::<Vec<_>>();

@@ -14,6 +14,7 @@
 //! the host of its address (which peers and clients verify as for any server).
 
 mod listener;
+mod validity;
 
 use arc_swap::ArcSwap;
 use rustls::client::danger::HandshakeSignatureValid;
@@ -68,6 +69,7 @@ struct Loaded {
     server: Arc<ServerConfig>,
     key: Arc<CertifiedKey>,
     verifier: Arc<WebPkiServerVerifier>,
+    not_after: Arc<Vec<(&'static str, i64)>>,
 }
 
 /// The node's TLS state; see the module documentation.
@@ -76,6 +78,8 @@ pub struct Tls {
     server: ArcSwap<ServerConfig>,
     key: ArcSwap<CertifiedKey>,
     verifier: ArcSwap<WebPkiServerVerifier>,
+    /// When the certificates in use stop being valid, by file ([`Tls::not_after`]).
+    not_after: ArcSwap<Vec<(&'static str, i64)>>,
 }
 
 impl std::fmt::Debug for Tls {
@@ -93,6 +97,7 @@ impl Tls {
             server: ArcSwap::new(loaded.server),
             key: ArcSwap::new(loaded.key),
             verifier: ArcSwap::new(loaded.verifier),
+            not_after: ArcSwap::new(loaded.not_after),
         }))
     }
 
@@ -103,7 +108,15 @@ impl Tls {
         self.server.store(loaded.server);
         self.key.store(loaded.key);
         self.verifier.store(loaded.verifier);
+        self.not_after.store(loaded.not_after);
         Ok(())
+    }
+
+    /// When the certificates in use stop being valid, in Unix seconds, by file: `tls_cert` (the
+    /// node's own, which it presents to clients and peers alike), `peer_ca` and `ca` (the earliest
+    /// of the file's certificates). A certificate that cannot be read for a date is left out.
+    pub fn not_after(&self) -> Arc<Vec<(&'static str, i64)>> {
+        self.not_after.load_full()
     }
 
     /// The server configuration for the next connection.
@@ -192,7 +205,16 @@ fn load(files: &TlsFiles) -> Result<Loaded, String> {
     let verifier = WebPkiServerVerifier::builder_with_provider(roots(&trusted, "--ca")?, provider)
         .build()
         .map_err(|e| format!("--ca: {e}"))?;
-    Ok(Loaded { server: Arc::new(server), key: certified, verifier })
+    let mut not_after = Vec::new();
+    if let Some(date) = certified.end_entity_cert().ok().and_then(|cert| validity::not_after(cert)) {
+        not_after.push(("tls_cert", date));
+    }
+    for (file, path) in [("peer_ca", &files.peer_ca), ("ca", &files.ca)] {
+        let Some(path) = path else { continue };
+        let dates = read_certificates(path, file)?.iter().filter_map(|cert| validity::not_after(cert)).min();
+        not_after.extend(dates.map(|date| (file, date)));
+    }
+    Ok(Loaded { server: Arc::new(server), key: certified, verifier, not_after: Arc::new(not_after) })
 }
 
 /// Verifies a peer's server certificate with the verifier of the latest load.

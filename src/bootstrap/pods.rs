@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 use leafraft_state::Node;
 use leafraft_state::NodeId;
@@ -38,6 +40,8 @@ const ABSENT_IN_A_ROW: u32 = 2;
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often a pod that started with data looks whether it was removed.
 const REMOVED_POLL: Duration = Duration::from_millis(500);
+/// How often the leader looks for members whose pods a scale-down deleted.
+const SCALE_DOWN_POLL: Duration = Duration::from_secs(1);
 
 /// What one round of asking the other pods found.
 #[derive(Debug, Default)]
@@ -243,4 +247,83 @@ fn aside_path(config: &Config, incarnation: u64) -> Result<PathBuf, BootstrapRef
     let mut aside = name.to_os_string();
     aside.push(format!(".removed-{}", hex_id(incarnation)));
     Ok(dir.with_file_name(aside))
+}
+
+/// The leader's side of a scale-down, on every pod (only the leader acts): the member with the
+/// highest ordinal, if that ordinal is at or above the formation size and its pod's name has not
+/// resolved for `scale_down_after`, is removed through Raft; then the next one. The StatefulSet
+/// controller deletes pods from the highest ordinal down, and a pod that no longer exists has no
+/// DNS record, so this is a scale-down with nobody running `cluster remove`.
+///
+/// Why this and not a preStop hook: a pod being stopped cannot tell a scale-down from a restart,
+/// a drain or a rolling update (Kubernetes gives it the same SIGTERM), and removing itself on a
+/// restart would cost a full rejoin each time. Absence of the name over minutes tells them apart;
+/// the initial ordinals are never removed (the cluster never shrinks below its formation size),
+/// and a round in which this pod's own name does not resolve is skipped (DNS is failing, which
+/// says nothing about the other pods).
+///
+/// Nothing here can hand out an ID twice: removing a member changes who votes, not what was
+/// claimed. Its claimed ranges stay claimed in the replicated state whether it gave back their
+/// unused tails on SIGTERM or not, and its snowflake worker stays leased until the lease and
+/// window have run out. A member removed while its pod was only away for longer (Pending) comes
+/// back on the removed member's data, moves it aside and rejoins as a new incarnation
+/// ([`set_aside_if_removed`]).
+pub async fn remove_scaled_down(cluster: Arc<Cluster>, pods: Pods) {
+    let me = pods.node_id();
+    let initial = NodeId::from(pods.set.initial);
+    let after = pods.set.scale_down_after;
+    let mut absent_since: BTreeMap<NodeId, Instant> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(SCALE_DOWN_POLL).await;
+        let status = cluster.status();
+        if status.leader_id != Some(me) {
+            absent_since.clear();
+            continue;
+        }
+        let Some(top) = cluster.members().keys().copied().filter(|&id| id > initial && id != me).max() else {
+            absent_since.clear();
+            continue;
+        };
+        let set = current_hosts(&pods);
+        let address = |id: NodeId| set.address(u32::try_from(id - 1).unwrap_or(u32::MAX), pods.port);
+        if !resolves(&address(me)).await {
+            continue;
+        }
+        absent_since.retain(|&id, _| id == top);
+        if resolves(&address(top)).await {
+            absent_since.clear();
+            continue;
+        }
+        let since = *absent_since.entry(top).or_insert_with(Instant::now);
+        if since.elapsed() < after {
+            continue;
+        }
+        tracing::info!(
+            node_id = top,
+            absent_for_s = since.elapsed().as_secs(),
+            "the pod of the highest member is gone (scaled down): removing the member through Raft"
+        );
+        match cluster.remove_member(top).await {
+            Ok(()) => {
+                tracing::info!(node_id = top, "scaled-down member removed");
+                absent_since.clear();
+            }
+            Err(e) => {
+                tracing::warn!(node_id = top, error = %e, "cannot remove the scaled-down member yet; trying again")
+            }
+        }
+    }
+}
+
+/// The StatefulSet's names with `--statefulset-hosts` read again (a test deletes pods by
+/// rewriting it); the names read at start when it cannot be read.
+fn current_hosts(pods: &Pods) -> crate::config::statefulset::StatefulSet {
+    let mut set = pods.set.clone();
+    if let Some(path) = &set.hosts_file {
+        match crate::config::statefulset::read_hosts(path) {
+            Ok(hosts) => set.hosts = hosts,
+            Err(error) => tracing::debug!(%error, "keeping the hosts read before"),
+        }
+    }
+    set
 }

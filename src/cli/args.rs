@@ -100,8 +100,15 @@ pub enum Command {
         #[command(flatten)]
         client: ClientArgs,
         /// The file to write (atomically: a temporary file beside it, synced, then renamed).
+        #[arg(long, required_unless_present = "out_dir", conflicts_with = "out_dir")]
+        out: Option<PathBuf>,
+        /// A directory to write `leafraft-YYYYMMDDTHHMMSSZ.backup` into, named by the time the copy
+        /// was taken (for a scheduler without a shell to make a name, such as a Kubernetes CronJob).
         #[arg(long)]
-        out: PathBuf,
+        out_dir: Option<PathBuf>,
+        /// With --out-dir: then delete all but the newest N backups there (0 keeps every one).
+        #[arg(long, default_value_t = 0, requires = "out_dir")]
+        keep: usize,
     },
     /// After a lost majority: build a new one-member cluster from a survivor's data directory or a
     /// backup, with every max_id and the snowflake floor raised by a safety margin (docs/operations.md).
@@ -148,6 +155,10 @@ pub struct ServeArgs {
     /// Address to listen on for clients, operators and peers [default: 127.0.0.1:8080].
     #[arg(long, env = "LEAFRAFT_LISTEN")]
     pub listen: Option<String>,
+    /// A second address answering only /healthz and /readyz, plain HTTP, outside --max-connections:
+    /// for liveness probes and health checks that must not wait behind clients, TLS or not.
+    #[arg(long, env = "LEAFRAFT_PROBE_LISTEN")]
+    pub probe_listen: Option<String>,
     /// Address peers and clients reach this node at [default: the listen address].
     #[arg(long, env = "LEAFRAFT_ADVERTISE")]
     pub advertise: Option<String>,
@@ -252,6 +263,7 @@ impl ServeArgs {
         self.statefulset.layer(Settings {
             node_id: self.node_id,
             listen: self.listen.clone(),
+            probe_listen: self.probe_listen.clone(),
             advertise: self.advertise.clone(),
             data_dir: self.data_dir.clone(),
             initial_cluster: self.initial_cluster.clone(),
@@ -313,9 +325,14 @@ pub struct ClientArgs {
     /// Cluster secret, sent with writes.
     #[arg(long, env = "LEAFRAFT_SECRET", hide_env_values = true, global = true)]
     pub secret: Option<String>,
-    /// An admin or client token, sent as `Authorization: Bearer` (instead of --secret).
+    /// An admin or client token, sent as `Authorization: Bearer` (instead of --secret). Prefer
+    /// --token-file or the LEAFRAFT_TOKEN variable: a flag's value shows in `ps` and in shell history.
     #[arg(long, env = "LEAFRAFT_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
+    /// A file holding the token (its first line; surrounding whitespace is ignored), such as the
+    /// admin-token file the nodes read: the token is never on a command line.
+    #[arg(long, env = "LEAFRAFT_TOKEN_FILE", global = true, conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// CA certificates (PEM) to verify the node's TLS certificate with (give an https:// --server).
     #[arg(long, env = "LEAFRAFT_CA", global = true)]
     pub ca: Option<PathBuf>,

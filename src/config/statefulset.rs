@@ -22,11 +22,17 @@
 //!   again, and the new one is caught up as a learner before it is promoted;
 //! - a pod that starts with the volume of a member the cluster removed (retained volumes, scaled
 //!   up again) moves that data directory aside and exits, so that its restart joins empty;
+//! - a scale-down needs no command either: the leader removes a member whose ordinal is at or
+//!   above the formation size once its pod's name has not resolved for
+//!   `--statefulset-scale-down-after-ms` (a pod that no longer exists has no DNS record), highest
+//!   ordinal first, as the StatefulSet controller deletes them (`bootstrap::pods`);
 //! - `--initial-cluster-state existing` still makes every pod join and never found; `new` is the
 //!   default and changes nothing.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use leafraft_state::NodeId;
 
@@ -36,6 +42,11 @@ use super::Settings;
 
 /// More initial members than this is a typo: Raft clusters have 3, 5, at most 7 voters.
 const MAX_INITIAL: u32 = 99;
+/// How long a higher ordinal's name must stay unresolvable before the leader takes its member for
+/// scaled down: longer than a pod's usual absence while it is rescheduled (a new node attaching
+/// its volume before the pod gets an address can take a minute or two). A member removed wrongly
+/// (a pod Pending for longer) is not lost: its pod moves the removed data aside and rejoins.
+pub const DEFAULT_SCALE_DOWN_AFTER: Duration = Duration::from_secs(300);
 
 /// The StatefulSet's names, as the flags give them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +61,11 @@ pub struct StatefulSet {
     /// `--statefulset-hosts`: names to reach at another `HOST:PORT` than `NAME:PORT` (tests, and
     /// runs outside Kubernetes; Kubernetes's DNS needs none).
     pub hosts: BTreeMap<String, String>,
+    /// The file `hosts` came from: read again when a pod's absence is judged (tests delete pods).
+    pub hosts_file: Option<PathBuf>,
+    /// `--statefulset-scale-down-after-ms`: how long a higher ordinal's name must be absent
+    /// before the leader removes its member.
+    pub scale_down_after: Duration,
 }
 
 /// What the StatefulSet's names make of this pod.
@@ -100,7 +116,19 @@ impl StatefulSet {
             Some(path) => read_hosts(path)?,
             None => BTreeMap::new(),
         };
-        Ok(Some(StatefulSet { set: set.to_string(), ordinal, service, namespace, domain, initial, hosts }))
+        let scale_down_after =
+            layers.statefulset_scale_down_after_ms.map_or(DEFAULT_SCALE_DOWN_AFTER, Duration::from_millis);
+        Ok(Some(StatefulSet {
+            set: set.to_string(),
+            ordinal,
+            service,
+            namespace,
+            domain,
+            initial,
+            hosts,
+            hosts_file: layers.statefulset_hosts.clone(),
+            scale_down_after,
+        }))
     }
 
     /// The DNS name of pod `ordinal`.
@@ -222,6 +250,7 @@ fn statefulset_flag_given(layers: &Settings) -> Option<&'static str> {
         (layers.statefulset_namespace.is_some(), "--statefulset-namespace"),
         (layers.statefulset_domain.is_some(), "--statefulset-domain"),
         (layers.statefulset_hosts.is_some(), "--statefulset-hosts"),
+        (layers.statefulset_scale_down_after_ms.is_some(), "--statefulset-scale-down-after-ms"),
     ]
     .into_iter()
     .find_map(|(given, flag)| given.then_some(flag))
@@ -229,7 +258,7 @@ fn statefulset_flag_given(layers: &Settings) -> Option<&'static str> {
 
 /// `--statefulset-hosts FILE`: one `NAME HOST:PORT` a line (`#` comments), as `/etc/hosts` with
 /// a port, since a hosts file cannot give one.
-fn read_hosts(path: &Path) -> Result<BTreeMap<String, String>, String> {
+pub fn read_hosts(path: &Path) -> Result<BTreeMap<String, String>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read --statefulset-hosts {}: {e}", path.display()))?;
     parse_hosts(&text).map_err(|e| format!("bad --statefulset-hosts {}: {e}", path.display()))

@@ -18,6 +18,7 @@ pub(super) struct SecurityMetrics {
     credentials_reload_failures: Family<RoleLabels, Counter>,
     credentials_stale: Gauge,
     tls_handshake_failures: Family<ReasonLabels, Counter>,
+    certificate_not_after: Family<FileLabels, Gauge>,
 }
 
 impl SecurityMetrics {
@@ -53,7 +54,15 @@ impl SecurityMetrics {
             "TLS handshakes that failed, by reason (certificate: a client certificate the peer CA did not sign)",
             Family::default(),
         );
+        let certificate_not_after = registered(
+            r,
+            "tls_certificate_not_after_seconds",
+            "When the certificates in use stop being valid, in Unix seconds, by file (tls_cert: the node's own, \
+             presented to clients and peers; peer_ca, ca: the earliest in the file); absent without TLS",
+            Family::default(),
+        );
         SecurityMetrics {
+            certificate_not_after,
             auth_refusals,
             reloads,
             credentials_reload_failures,
@@ -139,6 +148,12 @@ pub struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FileLabels {
+    /// `tls_cert`, `peer_ca` or `ca`.
+    pub file: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RoleLabels {
     pub role: &'static str,
 }
@@ -168,9 +183,26 @@ impl Metrics {
         self.security.reloads.get_or_create(&ReloadLabels { what, result }).inc();
     }
 
+    /// Creates the reload counters of `what` at zero, so that the first failure is an increase
+    /// (a counter that first appears at 1 has no increase to alert on).
+    pub fn expect_reloads(&self, what: &'static str) {
+        for result in ["ok", "error"] {
+            drop(self.security.reloads.get_or_create(&ReloadLabels { what, result }));
+        }
+    }
+
     /// Counts a token file of `role` that a reload could not use.
     pub fn count_credentials_reload_failure(&self, role: &'static str) {
         self.security.credentials_reload_failures.get_or_create(&RoleLabels { role }).inc();
+    }
+
+    /// When the certificates in use stop being valid (`tls::Tls::not_after`): the files loaded
+    /// last replace what an earlier load said.
+    pub fn set_certificates_not_after(&self, dates: &[(&'static str, i64)]) {
+        self.security.certificate_not_after.clear();
+        for &(file, date) in dates {
+            self.security.certificate_not_after.get_or_create(&FileLabels { file }).set(date);
+        }
     }
 
     /// Whether the tokens in use are older than what the files say.

@@ -238,9 +238,11 @@ impl Engine {
         #[cfg(test)]
         let probe = Arc::clone(&self.probe);
         tokio::task::spawn_blocking(move || -> Result<(), EngineError> {
+            let started = Instant::now();
             db.flush()?;
             files.data.sync_data()?;
             files.sync_new_blobs()?;
+            crate::sync_latency::observe(started.elapsed());
             #[cfg(test)]
             probe.synced()?;
             Ok(())

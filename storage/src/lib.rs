@@ -29,12 +29,16 @@ mod keys;
 mod log_store;
 pub mod private;
 mod state_machine_store;
+mod sync_latency;
 
 pub use codec::FORMAT_VERSION;
 pub use error::OpenError;
 pub use log_store::LogStore;
 pub use state_machine_store::SnapshotBuilder;
 pub use state_machine_store::StateMachineStore;
+pub use sync_latency::sync_latency;
+pub use sync_latency::SyncLatency;
+pub use sync_latency::SYNC_BOUNDS;
 
 use crate::engine::Batch;
 use crate::engine::Engine;

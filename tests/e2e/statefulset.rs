@@ -6,30 +6,37 @@
 //! only for those).
 //!
 //! First formation; an unchanged re-apply that restarts every pod in turn; a pod deleted (its
-//! volume kept); a volume lost (the pod rejoins by itself as a new incarnation); scale 3 → 5 → 3;
-//! scale to 0 and back; a scale-up onto a removed member's kept volume. Every ID taken throughout
-//! is unique, and the cluster serves at the end.
+//! volume kept); a volume lost (the pod rejoins by itself as a new incarnation); scale 3 → 5 → 3
+//! (the leader removes the scaled-down members by itself); scale to 0 and back; a scale-up onto a
+//! removed member's kept volume; and a rolling update of the image from the 0.1.0 release to this
+//! build (with `LEAFRAFT_BASELINE_BIN`, as `scripts/upgrade-test.sh` runs it), one pod at a time,
+//! each caught up before the next goes. Every ID taken throughout is unique, and the cluster
+//! serves at the end.
+//!
+//! One value differs from the manifest: `LEAFRAFT_STATEFULSET_SCALE_DOWN_AFTER_MS` is 2 s instead
+//! of its 5-minute default, so that a scale-down completes within the test.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::Output;
 use std::time::Duration;
 
 use crate::harness::new_tag;
-use crate::harness::run_binary;
 use crate::harness::voters_are;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a scaled-down pod's name is absent before the leader removes its member, here.
+const SCALE_DOWN_AFTER_MS: &str = "2000";
 const NAMESPACE: &str = "ids";
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes/base/statefulset.yaml");
 /// What the manifest sets that a test on loopback replaces: the listener, the data directory,
 /// TLS and the credential files (the harness gives a port, a directory and a shared secret), and
 /// the log format (text is easier to read in a failing test).
-const REPLACED: [&str; 9] = [
+const REPLACED: [&str; 10] = [
     "LEAFRAFT_LISTEN",
+    "LEAFRAFT_PROBE_LISTEN",
     "LEAFRAFT_DATA_DIR",
     "LEAFRAFT_LOG_FORMAT",
     "LEAFRAFT_TLS_CERT",
@@ -91,6 +98,7 @@ impl StatefulSet {
             vars.into_iter().filter(|(name, _)| !REPLACED.contains(&name.as_str())).collect();
         env.push(("LEAFRAFT_STATEFULSET_NAMESPACE".into(), NAMESPACE.into()));
         env.push(("LEAFRAFT_STATEFULSET_HOSTS".into(), hosts.display().to_string()));
+        env.push(("LEAFRAFT_STATEFULSET_SCALE_DOWN_AFTER_MS".into(), SCALE_DOWN_AFTER_MS.into()));
         StatefulSet {
             cluster,
             hosts,
@@ -198,20 +206,44 @@ impl StatefulSet {
         self.cluster.wait_tag_known(&[1, 2, 3], "orders", TIMEOUT).await;
     }
 
-    /// `leafraft cluster remove --node-id NODE` through `via`: the documented step before a
-    /// scale-down (a pod cannot tell a scale-down from a restart).
-    pub async fn remove(&mut self, node: u64, via: u64) {
-        let server = self.cluster.url(via);
-        let id = node.to_string();
-        let output = run_binary(&["cluster", "remove", "--node-id", &id, "--server", &server], TIMEOUT).await;
-        assert_success(&output, "cluster remove");
+    /// Pods `ordinals` exist from now on (their DNS names resolve), started by another means.
+    pub fn adopt(&mut self, ordinals: &[u64]) {
+        self.exist.extend(ordinals);
+        self.write_hosts();
     }
-}
 
-#[track_caller]
-fn assert_success(output: &Output, what: &str) {
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-    assert!(output.status.success(), "{what}: {}\n{}{}", output.status, text(&output.stdout), text(&output.stderr));
+    /// What the StatefulSet controller waits for before it takes the next pod down: every pod
+    /// that exists answers its readiness probe (`/readyz?mode=serving`) with 200 and has applied
+    /// what the leader has committed (a restarted pod is not ready before it caught up).
+    pub async fn wait_all_caught_up(&mut self, what: &str) {
+        let leader = self.cluster.wait_leader(TIMEOUT).await;
+        let committed = self.cluster.status(leader).await.expect("the leader's status").commit_index;
+        for ordinal in self.exist.clone() {
+            let node = node_of(ordinal);
+            let url = format!("{}/readyz?mode=serving", self.cluster.url(node));
+            wait_until(TIMEOUT, &format!("pod {ordinal} ready: {what}"), || {
+                let url = url.clone();
+                async move {
+                    let code = reqwest::get(&url).await.map_err(|e| e.to_string())?.status().as_u16();
+                    if code == 200 {
+                        Ok(())
+                    } else {
+                        Err(format!("its readiness probe answers {code}"))
+                    }
+                }
+            })
+            .await;
+            self.cluster
+                .wait_status(node, TIMEOUT, &format!("pod {ordinal} caught up: {what}"), |status| {
+                    if status.applied_index >= committed {
+                        Ok(())
+                    } else {
+                        Err(format!("applied {:?} of {committed:?}", status.applied_index))
+                    }
+                })
+                .await;
+        }
+    }
 }
 
 #[tokio::test]
@@ -264,12 +296,13 @@ async fn pods_from_one_manifest_form_restart_lose_a_volume_scale_and_come_back()
     set.cluster.wait_ready(5, TIMEOUT).await;
     set.take_from_all().await;
 
-    // Scale 5 -> 3: the members are removed first, then the pods go; their volumes stay.
-    set.remove(5, 1).await;
-    set.remove(4, 1).await;
-    set.wait_voters(&[1, 2, 3], &[1, 2, 3], "pods 3 and 4 to be removed").await;
+    // Scale 5 -> 3: the controller deletes pods 4 and 3 (their volumes stay) and nobody runs a
+    // command; the leader removes their members once their names have been gone long enough.
     set.delete_pod(4, true).await;
     set.delete_pod(3, true).await;
+    set.wait_voters(&[1, 2, 3], &[1, 2, 3], "the leader to remove the scaled-down members").await;
+    let status = set.cluster.status(1).await.expect("status");
+    assert!(status.learners.is_empty(), "no member of pods 3 and 4 is left: {status:?}");
     set.take_from_all().await;
 
     // Scale to 0 (every pod stopped at once) and back, on the kept volumes.
@@ -377,4 +410,54 @@ async fn at_quorum_loss_the_serving_probe_keeps_pods_that_serve_and_not_those_th
     for node in [1, 2, 3] {
         set.cluster.wait_ready(node, TIMEOUT).await;
     }
+}
+
+/// A rolling update of the image from the 0.1.0 release to this build. That release has no
+/// StatefulSet mode: its pods ran with explicit `--node-id`, `--advertise` (the pod's name) and
+/// `--initial-cluster`. The controller replaces them highest ordinal first, each with this build
+/// and the manifest's variables on the volume 0.1.0 wrote, and takes the next pod down only once
+/// every pod is ready again and caught up; `kubectl apply` of the unchanged manifest in between
+/// changes no pod. Every ID taken throughout is unique. Runs with `LEAFRAFT_BASELINE_BIN` (what
+/// `scripts/upgrade-test.sh` builds and sets); without it, it says it is skipped.
+#[tokio::test]
+async fn a_rolling_upgrade_from_the_baseline_replaces_one_caught_up_pod_at_a_time() {
+    let Some(baseline) = std::env::var_os("LEAFRAFT_BASELINE_BIN").map(PathBuf::from) else {
+        eprintln!(
+            "skipped: LEAFRAFT_BASELINE_BIN is not set (scripts/upgrade-test.sh builds the baseline and sets it)"
+        );
+        return;
+    };
+    assert!(baseline.is_file(), "LEAFRAFT_BASELINE_BIN={} is not a file", baseline.display());
+    let mut set = StatefulSet::from_manifest();
+    let applied = manifest_variables();
+    for ordinal in 0..3 {
+        set.cluster.set_binary(node_of(ordinal), Some(baseline.clone()));
+    }
+    // The 0.1.0 pods, at the addresses their names resolve to.
+    let cluster = std::mem::take(&mut set.cluster);
+    set.cluster = cluster.start_members(&[1, 2, 3]);
+    set.adopt(&[0, 1, 2]);
+    let leader = set.cluster.wait_leader(TIMEOUT).await;
+    set.cluster.client(leader).create_tag(&new_tag("orders", None, Some(10), None)).await.expect("create the tag");
+    set.cluster.wait_tag_known(&[1, 2, 3], "orders", TIMEOUT).await;
+    set.take_from_all().await;
+
+    for ordinal in [2, 1, 0] {
+        set.wait_all_caught_up(&format!("before pod {ordinal} is replaced")).await;
+        set.delete_pod(ordinal, false).await;
+        set.cluster.set_binary(node_of(ordinal), None);
+        set.start_pod(ordinal);
+        set.wait_all_caught_up(&format!("pod {ordinal} runs this build")).await;
+        set.take_from_all().await;
+
+        // `kubectl apply` of the unchanged manifest: the pod template is what the pods run with,
+        // so the controller restarts nothing.
+        assert_eq!(manifest_variables(), applied, "the manifest changed under the test");
+        set.take_from_all().await;
+    }
+    let status = set.cluster.status(1).await.expect("status");
+    assert_eq!(status.voters, vec![1, 2, 3], "{status:?}");
+    assert!(status.learners.is_empty(), "{status:?}");
+    set.take_from_all().await;
+    assert_eq!(set.taken(), (3 * (1 + 3 * 2 + 1) * 50, 3 * (1 + 3 * 2 + 1) * 20));
 }

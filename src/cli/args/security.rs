@@ -108,6 +108,7 @@ impl std::fmt::Debug for super::ClientArgs {
             .field("server", &self.server)
             .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("token_file", &self.token_file)
             .field("ca", &self.ca)
             .finish()
     }

@@ -32,6 +32,10 @@ pub struct StatefulSetArgs {
     /// NAME:PORT: for tests and runs outside Kubernetes.
     #[arg(long, env = "LEAFRAFT_STATEFULSET_HOSTS")]
     pub statefulset_hosts: Option<PathBuf>,
+    /// How long (ms) a member's pod name at or above the formation size must stay unresolvable
+    /// before the leader removes that member: a scale-down needs no command [default: 300000].
+    #[arg(long, env = "LEAFRAFT_STATEFULSET_SCALE_DOWN_AFTER_MS")]
+    pub statefulset_scale_down_after_ms: Option<u64>,
 }
 
 impl StatefulSetArgs {
@@ -44,6 +48,7 @@ impl StatefulSetArgs {
             statefulset_namespace: self.statefulset_namespace.clone(),
             statefulset_domain: self.statefulset_domain.clone(),
             statefulset_hosts: self.statefulset_hosts.clone(),
+            statefulset_scale_down_after_ms: self.statefulset_scale_down_after_ms,
             ..settings
         }
     }

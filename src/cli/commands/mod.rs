@@ -119,7 +119,14 @@ async fn run_command(command: Command) -> Outcome {
         Command::Timeseq { client, command } => timeseq::run(&connect(&client)?, command).await,
         Command::Worker { client, command } => workers::run(&connect(&client)?, command).await,
         Command::Health { client } => ops::health(&connect(&client)?).await,
-        Command::Backup { client, out } => ops::backup(&connect(&client)?, &out).await,
+        Command::Backup { client, out, out_dir, keep } => {
+            let target = match (out, out_dir) {
+                (Some(file), _) => ops::BackupTarget::File(file),
+                (None, Some(dir)) => ops::BackupTarget::Dir { dir, keep },
+                (None, None) => return Err(Failure::Usage("give --out FILE or --out-dir DIR".into())),
+            };
+            ops::backup(&connect(&client)?, target).await
+        }
         Command::Recover(args) => ops::recover(&args).await,
         Command::Bench { args } => ops::bench(args),
     }
@@ -129,8 +136,9 @@ async fn run_command(command: Command) -> Outcome {
 /// no failover), and sends each write once. 90 s covers adding a learner, which answers once it
 /// has caught up (the server's `--learner-timeout-ms`, 60 s by default).
 pub fn connect(args: &ClientArgs) -> Result<Client, Failure> {
-    let mut builder =
-        Client::builder().nodes([args.server.as_str()]).secret_opt(args.token.clone().or(args.secret.clone()));
+    let from_file = args.token_file.as_deref().map(read_token_file).transpose()?;
+    let token = from_file.or(args.token.clone()).or(args.secret.clone());
+    let mut builder = Client::builder().nodes([args.server.as_str()]).secret_opt(token);
     if let Some(ca) = &args.ca {
         builder = builder.ca_file(ca);
     }
@@ -141,6 +149,18 @@ pub fn connect(args: &ClientArgs) -> Result<Client, Failure> {
         .attempt_timeout(Duration::from_secs(90))
         .build()
         .map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// The token in `path`: its first line, trimmed. An unreadable or empty file is a usage error
+/// naming the file (never its content).
+fn read_token_file(path: &std::path::Path) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::Usage(format!("cannot read --token-file {}: {e}", path.display())))?;
+    let token = text.lines().next().unwrap_or_default().trim();
+    if token.is_empty() {
+        return Err(Failure::Usage(format!("--token-file {} is empty", path.display())));
+    }
+    Ok(token.to_string())
 }
 
 pub fn print_json(value: &impl serde::Serialize) -> Outcome {
@@ -168,6 +188,21 @@ mod tests {
             "no leafraft node at http://127.0.0.1:8080 (connection refused); start one with `leafraft serve` or \
              pass --server"
         );
+    }
+
+    #[test]
+    fn a_token_file_gives_its_first_line_trimmed_and_an_empty_one_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("admin-token");
+        std::fs::write(&path, "  s3cret-token \nignored\n").expect("write");
+        assert_eq!(read_token_file(&path).ok().as_deref(), Some("s3cret-token"));
+        std::fs::write(&path, "\n").expect("write");
+        let Err(Failure::Usage(message)) = read_token_file(&path) else { panic!("an empty file was taken") };
+        assert!(message.contains("is empty"), "{message}");
+        let Err(Failure::Usage(message)) = read_token_file(&dir.path().join("missing")) else {
+            panic!("a missing file was taken")
+        };
+        assert!(message.contains("cannot read --token-file"), "{message}");
     }
 
     #[test]
