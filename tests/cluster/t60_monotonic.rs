@@ -80,6 +80,12 @@ pub(crate) async fn create_monotonic(cluster: &TestCluster, tag: &str) {
         mode: TagMode::Monotonic,
     };
     assert!(matches!(cluster.cluster(leader).write(create).await, Ok(Response::Tag { .. })));
+    // A follower's `Segments` looks the tag up in its own replica: the tests take through
+    // followers at once, so every running node must have applied the creation first.
+    fixtures::wait_until(CATCH_UP_LIMIT, "every running node applied the tag's creation", || {
+        cluster.running_ids().into_iter().all(|id| cluster.state(id, |sm| sm.tags.contains_key(tag))).then_some(())
+    })
+    .await;
 }
 
 /// Takes IDs of `tag` from every running node's `Segments` in turn, on `n_clients` tasks,
