@@ -45,17 +45,36 @@ fn service_sources(root: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Service files over 400 lines when they came in, to be split. The list only shrinks: a file
+/// that gets under the limit must leave it (the check says so).
+const FILES_OVER_400_LINES: [&str; 2] = ["src/bootstrap.rs", "src/cli/args.rs"];
+
+/// Service functions (`path::name`) over 80 lines; the list only shrinks.
+const FUNCTIONS_OVER_80_LINES: [&str; 2] = ["src/metrics.rs::with_tag_series", "src/node.rs::start"];
+
+/// Reports every name in `long` that `known` does not list, and every name `known` lists that is
+/// no longer long.
+fn only_shrinks(scan: &mut Scan, long: &[String], known: &[&str], what: &str) {
+    for name in long.iter().filter(|name| !known.contains(&name.as_str())) {
+        scan.violations.push(format!("{name}: {what}"));
+    }
+    for name in known.iter().filter(|name| !long.iter().any(|l| l == *name)) {
+        scan.violations.push(format!("{name} is within the limit now: remove it from the list in xtask"));
+    }
+}
+
 /// No service file is over 400 lines.
 pub fn service_file_length(root: &Path) -> Scan {
     let mut scan = Scan::default();
+    let mut long = Vec::new();
     for (rel, _) in service_sources(root) {
         let text = std::fs::read_to_string(root.join(&rel)).unwrap_or_default();
         scan.read(&text);
-        let lines = text.lines().count();
-        if lines > 400 {
-            scan.violations.push(format!("{rel}: {lines} lines (over 400): split it by concern"));
+        if text.lines().count() > 400 {
+            long.push(rel);
         }
     }
+    only_shrinks(&mut scan, &long, &FILES_OVER_400_LINES, "over 400 lines: split it by concern");
     scan
 }
 
@@ -63,6 +82,7 @@ pub fn service_file_length(root: &Path) -> Scan {
 /// line that is its own indentation followed by `}`.
 pub fn service_function_length(root: &Path) -> Scan {
     let mut scan = Scan::default();
+    let mut long = Vec::new();
     for (rel, code) in service_sources(root) {
         scan.read(&code);
         let lines: Vec<&str> = code.lines().collect();
@@ -76,11 +96,12 @@ pub fn service_function_length(root: &Path) -> Scan {
             let close = format!("{indent}}}");
             if let Some(end) = lines[start + 1..].iter().position(|l| *l == close) {
                 if end + 2 > 80 {
-                    scan.violations.push(format!("{rel}::{name}: {} lines (over 80): split it", end + 2));
+                    long.push(format!("{rel}::{name}"));
                 }
             }
         }
     }
+    only_shrinks(&mut scan, &long, &FUNCTIONS_OVER_80_LINES, "over 80 lines: split it");
     scan
 }
 
