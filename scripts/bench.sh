@@ -104,6 +104,7 @@ one_id_section() {
   release_bin=$(scripts/lib/build-commit.sh "$(tr -d '[:space:]' < "releases/$release")")
   cluster=("${nodes[@]}")
   ours=$(follower_of "${nodes[0]}")
+  local first=${#pids[@]}
   bin=$release_bin start_cluster release
   "$release_bin" tag create bench --step 1000 --server "http://${cluster[0]}" >/dev/null
   theirs=$(follower_of "${cluster[0]}")
@@ -136,6 +137,8 @@ print("this / counter      median %.2f (runs %s) (bar >= 0.9)" % (s.median(count
 print("this / release %-5s median %.2f (runs %s) (bar >= 1.0)" % (release, s.median(previous), runs(previous)))
 PY
   cluster=("${nodes[@]}")
+  # The release's cluster stops here, so that it takes no share of the cores from later sections.
+  for pid in "${pids[@]:$first}"; do kill "$pid" 2>/dev/null || true; done
 }
 
 # 2b. The one-ID tail on a single node (issue 42, acceptance 2): the counter and a single-node
@@ -145,7 +148,7 @@ PY
 # `leafraft-bench http --rate` (coordinated omission corrected, wrk2's rule) against each,
 # alternating, 3 rounds: medians of p99.9 and their ratio (bar <= 1.25).
 tail_section() {
-  local counter single pinned_load maxima=() max_rate
+  local counter single maxima=() max_rate first=${#pids[@]}
   counter=$(free_port)
   single=$(free_port)
   taskset -c 1 "$bench" counter-server --listen "127.0.0.1:$counter" >/dev/null 2>&1 &
@@ -186,6 +189,7 @@ ratio = n / c if c else float("inf")
 print(f"{pct} % ({rate} req/s): p99.9 median counter {c/1000:.2f} ms, single node {n/1000:.2f} ms, ratio {ratio:.2f} (bar <= 1.25)")
 PY
   done
+  for pid in "${pids[@]:$first}"; do kill "$pid" 2>/dev/null || true; done
 }
 
 urls() { # urls PATH ADDR... -> comma separated URLs
