@@ -16,13 +16,23 @@
 //!   byte first, then those idle the longest. A connection answering a request is never closed
 //!   for room.
 //!
-//! The idle timeout and the bookkeeping above cost no timer, per connection or per request: one
-//! task sweeps every connection on a coarse clock (a sixteenth of the idle timeout, at most a
-//! second), and a read or write that moves bytes only stores that clock's time (relaxed). A
-//! request costs its in-request mark (an `Arc` clone and two atomic updates), and a read or
-//! write that has to wait leaves its waker under an uncontended lock (cloned only when it is
-//! not the one already left), so that a connection the sweep (or the cap) closes is woken and
-//! fails that read or write.
+//! The timeouts and the bookkeeping above cost no timer, per connection or per request (issue
+//! 42: hyper's header-read timer, armed and dropped on every request of a keep-alive connection,
+//! was the largest per-request cost the connection safety added): one task sweeps every
+//! connection on a coarse clock (a sixteenth of the shorter timeout, at most a second) and closes
+//!
+//! - a connection with no request in progress (a new one, one between requests, one whose
+//!   request's headers are still arriving) once it has waited the **header-read timeout** since
+//!   it was admitted or since its last answer was written, bytes or not (a slowloris sending a
+//!   byte a second is closed all the same);
+//! - any connection that moved no byte either way for the **idle timeout** (a request whose body
+//!   stalls, an answer the client does not read).
+//!
+//! A read or write that moves bytes only stores the coarse clock's time (relaxed). A request
+//! costs its in-request mark (an `Arc` clone, two atomic updates and a store of the clock when
+//! its answer has been written), and a read or write that has to wait leaves its waker under an
+//! uncontended lock (cloned only when it is not the one already left), so that a connection the
+//! sweep (or the cap) closes is woken and fails that read or write.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -35,7 +45,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::PoisonError;
-use std::sync::Weak;
 use std::task::Waker;
 use std::time::Duration;
 
@@ -83,11 +92,14 @@ struct Shared {
     /// the table makes room for several new connections.
     eviction_batch: usize,
     idle_timeout: Duration,
+    /// How long a connection may wait with no request in progress (`None`: as long as it is not
+    /// idle).
+    header_read_timeout: Option<Duration>,
     /// The tick of the coarse clock and of the sweep.
     sweep: Duration,
     epoch: Instant,
-    /// The coarse clock: milliseconds since `epoch` at the last sweep.
-    now_ms: AtomicU64,
+    /// The coarse clock: milliseconds since `epoch` at the last sweep (each slot holds it too).
+    now_ms: Arc<AtomicU64>,
     table: Mutex<Table>,
     /// Connections closed for room whose sockets are not gone yet: until they are, closing more
     /// would only close more than needed.
@@ -108,6 +120,7 @@ struct Table {
 const OPEN: u8 = 0;
 const IDLE: u8 = 1;
 const EVICTED: u8 = 2;
+const HEADER_READ: u8 = 3;
 
 /// One open connection as the table sees it.
 struct Slot {
@@ -115,6 +128,11 @@ struct Slot {
     source: IpAddr,
     /// The coarse clock when a byte last moved either way.
     last_activity: AtomicU64,
+    /// The coarse clock when the connection last had no request in progress: its admission, or
+    /// the end of its last answer (written before `requests` goes back to 0).
+    waiting_since: AtomicU64,
+    /// The coarse clock (`Shared::now_ms`), for the end of an answer.
+    clock: Arc<AtomicU64>,
     /// Whether the client has sent a byte yet (a request, a TLS hello).
     heard: AtomicBool,
     /// Requests being answered on it.
@@ -152,27 +170,47 @@ impl Admission {
     /// Places for `max_connections`, at most `per_source` of them for one source address, and
     /// the sweep that closes connections idle for `idle_timeout` (a task of the current runtime,
     /// which ends once the admission and every connection it admitted are gone).
-    pub fn new(max_connections: usize, per_source: usize, idle_timeout: Duration, metrics: Arc<Metrics>) -> Admission {
-        let admission = Admission::unswept(max_connections, per_source, idle_timeout, metrics);
-        tokio::spawn(sweep_until_gone(Arc::downgrade(&admission.0)));
+    /// Connections with no request in progress are closed after `header_read_timeout`.
+    pub fn new(
+        max_connections: usize,
+        per_source: usize,
+        (idle_timeout, header_read_timeout): (Duration, Duration),
+        metrics: Arc<Metrics>,
+    ) -> Admission {
+        let timeouts = (idle_timeout, Some(header_read_timeout));
+        let admission = Admission::unswept_with(max_connections, per_source, timeouts, metrics);
+        tokio::spawn(sweep::sweep_until_gone(Arc::downgrade(&admission.0)));
         admission
     }
 
     /// The admission without its sweep: its clock and the idle timeout move only when
-    /// `Shared::sweep_at` is called (the unit tests call it with the times they choose).
+    /// `Shared::sweep_at` is called (the unit tests call it with the times they choose). No
+    /// header-read timeout.
+    #[cfg(test)]
     fn unswept(max_connections: usize, per_source: usize, idle_timeout: Duration, metrics: Arc<Metrics>) -> Admission {
+        Admission::unswept_with(max_connections, per_source, (idle_timeout, None), metrics)
+    }
+
+    fn unswept_with(
+        max_connections: usize,
+        per_source: usize,
+        (idle_timeout, header_read_timeout): (Duration, Option<Duration>),
+        metrics: Arc<Metrics>,
+    ) -> Admission {
         let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         metrics.connections.limit.set(gauge(max_connections));
         metrics.connections.per_source_limit.set(gauge(per_source));
-        let sweep = (idle_timeout / 16).clamp(Duration::from_millis(1), MAX_SWEEP);
+        let shortest = header_read_timeout.map_or(idle_timeout, |header_read| header_read.min(idle_timeout));
+        let sweep = (shortest / 16).clamp(Duration::from_millis(1), MAX_SWEEP);
         let shared = Arc::new(Shared {
             places: Arc::new(Semaphore::new(max_connections)),
             per_source,
             eviction_batch: (max_connections / 64).clamp(1, 32),
             idle_timeout,
+            header_read_timeout,
             sweep,
             epoch: Instant::now(),
-            now_ms: AtomicU64::new(0),
+            now_ms: Arc::new(AtomicU64::new(0)),
             table: Mutex::new(Table::default()),
             evicting: AtomicUsize::new(0),
             metrics,
@@ -231,10 +269,13 @@ impl Admission {
             }
             *held += 1;
             table.next_id += 1;
+            let now = shared.now_ms.load(Ordering::Relaxed);
             let slot = Arc::new(Slot {
                 id: table.next_id,
                 source,
-                last_activity: AtomicU64::new(shared.now_ms.load(Ordering::Relaxed)),
+                last_activity: AtomicU64::new(now),
+                waiting_since: AtomicU64::new(now),
+                clock: shared.now_ms.clone(),
                 heard: AtomicBool::new(false),
                 requests: AtomicUsize::new(0),
                 closing: AtomicU8::new(OPEN),
@@ -286,31 +327,6 @@ impl Shared {
         }
     }
 
-    /// Advances the coarse clock and closes the connections idle for the idle timeout.
-    fn sweep(&self) {
-        self.sweep_at(u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX));
-    }
-
-    /// [`Shared::sweep`] with the clock at `now` (milliseconds since `epoch`).
-    fn sweep_at(&self, now: u64) {
-        self.now_ms.store(now, Ordering::Relaxed);
-        self.log.flush();
-        // A connection's last activity is noted on the coarse clock, up to one tick before the
-        // byte moved: waiting one tick more never closes a connection before its timeout.
-        let limit = u64::try_from((self.idle_timeout + self.sweep).as_millis()).unwrap_or(u64::MAX);
-        let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut timed_out = 0;
-        for slot in table.open.values() {
-            if now.saturating_sub(slot.last_activity.load(Ordering::Relaxed)) >= limit && slot.close(IDLE) {
-                timed_out += 1;
-            }
-        }
-        drop(table);
-        for _ in 0..timed_out {
-            self.metrics.connections.count_timeout("idle");
-        }
-    }
-
     fn remove(&self, slot: &Slot) {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         table.open.remove(&slot.id);
@@ -323,20 +339,6 @@ impl Shared {
         drop(table);
         if slot.closing.load(Ordering::SeqCst) == EVICTED {
             self.evicting.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-}
-
-/// Sweeps every tick until the admission and its connections are gone.
-async fn sweep_until_gone(shared: Weak<Shared>) {
-    let Some(tick) = shared.upgrade().map(|shared| shared.sweep) else { return };
-    let mut ticks = tokio::time::interval(tick);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        match shared.upgrade() {
-            Some(shared) => shared.sweep(),
-            None => return,
         }
     }
 }
@@ -374,6 +376,7 @@ pub async fn accept(listener: &TcpListener, admission: &Admission) -> (Guarded<T
 
 mod guarded;
 mod open_files;
+mod sweep;
 #[cfg(test)]
 mod tests;
 

@@ -180,9 +180,11 @@ impl Segments {
         self.next_buffered_ids(tag, count).await
     }
 
-    /// One ID of `tag` (Leaf's path): from a ready buffer without building a list, else as
-    /// [`Segments::next_ids`] with a count of one.
-    pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
+    /// The next ID of a segment tag when its buffer on this node has one ready: what
+    /// [`Segments::next_id`] answers without waiting, and `None` when it would have to wait (or
+    /// the tag is not a segment tag here). Not async, so that a handler's future stays small
+    /// when the ID is ready (issue 42: the boxed handler future was copied whole per request).
+    pub fn ready_id(self: &Arc<Self>, tag: &str) -> Result<Option<u64>, Error> {
         self.cluster.refuse_if_removed()?;
         if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {
             if let Some(buffer) = self.buffers.load(tag).get(tag) {
@@ -191,9 +193,18 @@ impl Segments {
                         self.start_load(buffer);
                     }
                     buffer.issued.fetch_add(1, Ordering::Relaxed);
-                    return Ok(range.start);
+                    return Ok(Some(range.start));
                 }
             }
+        }
+        Ok(None)
+    }
+
+    /// One ID of `tag` (Leaf's path): from a ready buffer without building a list, else as
+    /// [`Segments::next_ids`] with a count of one.
+    pub async fn next_id(self: &Arc<Self>, tag: &str) -> Result<u64, Error> {
+        if let Some(id) = self.ready_id(tag)? {
+            return Ok(id);
         }
         let ranges = self.next_ids(tag, 1).await?;
         ranges

@@ -1,14 +1,16 @@
 //! Serving the router on the node's port, plain or TLS, with every connection held to
-//! [`ConnectionLimits`]: the header-read timeout (hyper's: from when the node starts waiting for
-//! a request's headers, on a new or a kept-alive connection, until they are complete; also the
-//! TLS handshake's limit), the idle timeout (no byte either way, [`Guarded`]),
+//! [`ConnectionLimits`]: the header-read timeout (from when a connection is admitted or its last
+//! answer has been written until the next request's headers are complete; also the TLS
+//! handshake's limit) and the idle timeout (no byte either way), both kept by the sweep of
+//! `connections` rather than a timer per request ([`Guarded`]),
 //! `--max-connections` (a place is taken before a connection is accepted, handshakes included;
 //! at the cap the connections idle the longest are closed to make room) and
 //! `--max-connections-per-source` (see `connections`). Counted in `leafraft_connections_*`.
 //!
-//! Why not `axum::serve`: it offers no way to set hyper's timeouts. This is its loop (accept,
-//! serve each connection in a task, drain on stop) with a configured HTTP/1 builder; a request
-//! costs what it cost there.
+//! Why not `axum::serve`: the connections are [`Guarded`] sockets whose requests are marked
+//! (`connections::RequestMarker`) from their headers until their answer is written. This is its
+//! loop (accept, serve each connection in a task, drain on stop); hyper arms no timer (its own
+//! header-read timer was a sleep made, registered and dropped on every request, issue 42).
 
 use std::convert::Infallible;
 use std::pin::pin;
@@ -21,7 +23,6 @@ use axum::response::Response;
 use axum::serve::Listener;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::rt::TokioTimer;
 use tokio::net::TcpListener;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -67,9 +68,12 @@ pub fn serve(
         );
     }
     let per_source = connections::places_per_source(max_connections, limits.max_connections_per_source);
-    let admission = Admission::new(max_connections, per_source, limits.idle_timeout, metrics.clone());
+    let timeouts = (limits.idle_timeout, limits.header_read_timeout);
+    let admission = Admission::new(max_connections, per_source, timeouts, metrics.clone());
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    // The sweep keeps the header-read timeout; hyper's (30 s by default once a timer is set)
+    // stays off.
+    http.header_read_timeout(None);
     Ok(match tls {
         None => {
             let listener = PlainListener { listener, admission };
@@ -77,7 +81,7 @@ pub fn serve(
             // sender's address whichever listener it came through.
             let add_remote =
                 move |remote| axum::Extension(ConnectInfo(PeerInfo { remote, certificate: None })).layer(app.clone());
-            tokio::spawn(run(listener, http, metrics, stop, add_remote))
+            tokio::spawn(run(listener, http, stop, add_remote))
         }
         Some(tls) => {
             let handshake = limits.header_read_timeout;
@@ -88,7 +92,7 @@ pub fn serve(
             let listener = TlsListener::new(listener, tls, admission, handshake, refusals)
                 .map_err(|e| format!("cannot serve TLS: {e}"))?;
             let add_peer = move |peer: PeerInfo| axum::Extension(ConnectInfo(peer)).layer(app.clone());
-            tokio::spawn(run(listener, http, metrics, stop, add_peer))
+            tokio::spawn(run(listener, http, stop, add_peer))
         }
     })
 }
@@ -117,7 +121,6 @@ fn deepen_backlog(listener: &TcpListener) {
 async fn run<L, S>(
     mut listener: L,
     http: hyper::server::conn::http1::Builder,
-    metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
     service: impl Fn(L::Addr) -> S,
 ) -> std::io::Result<()>
@@ -135,19 +138,17 @@ where
         };
         let requests = io.request_marker();
         let connection = http.serve_connection(TokioIo::new(io), ToHyper { service: service(remote), requests });
-        let (mut stop, open, metrics) = (stop.clone(), open_rx.clone(), metrics.clone());
+        let (mut stop, open) = (stop.clone(), open_rx.clone());
         tokio::spawn(async move {
             let mut connection = pin!(connection);
-            let result = tokio::select! {
+            // A connection's end is no news: its timeouts are counted where they are kept.
+            let _ = tokio::select! {
                 result = connection.as_mut() => result,
                 () = stopping(&mut stop) => {
                     connection.as_mut().graceful_shutdown();
                     connection.await
                 }
             };
-            if result.is_err_and(|error| error.is_timeout()) {
-                metrics.connections.count_timeout("header_read");
-            }
             drop(open);
         });
     }
@@ -163,8 +164,9 @@ async fn stopping(stop: &mut watch::Receiver<bool>) {
 }
 
 /// A tower service as hyper calls it: `Router` is always ready, so each request calls a clone
-/// of it, as `axum::serve` does. The connection counts as answering a request until the
-/// service's future is done (`connections::RequestMarker`: it is then not closed to make room).
+/// of it, as `axum::serve` does. The connection counts as answering a request from its headers
+/// until its answer's body has been written (`connections::RequestMarker`: it is then neither
+/// closed to make room nor held to the header-read timeout).
 #[derive(Clone)]
 struct ToHyper<S> {
     service: S,
@@ -175,13 +177,13 @@ impl<S> hyper::service::Service<hyper::Request<Incoming>> for ToHyper<S>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone,
 {
-    type Response = Response;
+    type Response = Response<AnswerBody>;
     type Error = Infallible;
     type Future = Answering<S::Future>;
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
-        let in_request = self.requests.begin();
-        Answering { future: self.service.clone().call(request.map(Body::new)), _in_request: in_request }
+        let in_request = Some(self.requests.begin());
+        Answering { future: self.service.clone().call(request.map(Body::new)), in_request }
     }
 }
 
@@ -190,15 +192,48 @@ pin_project_lite::pin_project! {
     struct Answering<F> {
         #[pin]
         future: F,
-        _in_request: InRequest,
+        in_request: Option<InRequest>,
     }
 }
 
-impl<F: std::future::Future> std::future::Future for Answering<F> {
-    type Output = F::Output;
+impl<F: std::future::Future<Output = Result<Response, Infallible>>> std::future::Future for Answering<F> {
+    type Output = Result<Response<AnswerBody>, Infallible>;
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
-        self.project().future.poll(cx)
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let this = self.project();
+        let answer = std::task::ready!(this.future.poll(cx));
+        let in_request = this.in_request.take();
+        std::task::Poll::Ready(answer.map(|response| response.map(|body| AnswerBody { body, _in_request: in_request })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body with the mark that its connection is answering a request, which goes
+    /// once hyper has written the body (or given up on it) and drops it.
+    struct AnswerBody {
+        #[pin]
+        body: Body,
+        _in_request: Option<InRequest>,
+    }
+}
+
+impl hyper::body::Body for AnswerBody {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use axum::extract::connect_info::ConnectInfo;
-use axum::extract::MatchedPath;
 use axum::extract::Request;
 use axum::http::header::AUTHORIZATION;
 use axum::http::header::CONTENT_TYPE;
@@ -48,20 +47,67 @@ pub struct Need<'a> {
 /// The role `method` on the route template `route` needs (`path` is the request's, for the tag);
 /// `None`: open to everyone (reads of state, health, metrics, decoding).
 pub fn need<'a>(method: &Method, route: &str, path: &'a str) -> Option<Need<'a>> {
-    let segment = |n: usize| path.split('/').nth(n);
-    let need = |role, tag, leaf| Some(Need { role, tag, leaf });
-    if route.starts_with("/raft/") {
-        return need(Role::Peer, None, false);
+    rule(reads(method), route).map(|rule| rule.need(path))
+}
+
+/// Whether `method` only reads (the methods open to a client's role on ID routes).
+pub fn reads(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// What a route template needs, before a request's path is known: [`need`] without the tag.
+/// The gate works it out once per route and method kind (`reads`), not per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub role: Role,
+    /// Which `/`-separated segment of the path is the tag (or namespace).
+    pub tag_segment: Option<usize>,
+    pub leaf: bool,
+}
+
+impl Rule {
+    /// The need of a request to `path` on this rule's route.
+    pub fn need(self, path: &str) -> Need<'_> {
+        Need { role: self.role, tag: self.tag_segment.and_then(|n| segment(path, n)), leaf: self.leaf }
     }
-    if !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) {
-        return need(Role::Admin, None, false);
+}
+
+/// `path.split('/').nth(n)` in one pass over the bytes (`split` with a `char` pattern cost more
+/// than the rest of the gate's credential check on the one-ID path).
+fn segment(path: &str, n: usize) -> Option<&str> {
+    let (mut seen, mut start) = (0, 0);
+    for (i, byte) in path.bytes().enumerate() {
+        if byte == b'/' {
+            if seen == n {
+                return path.get(start..i);
+            }
+            seen += 1;
+            start = i + 1;
+        }
+    }
+    if seen == n {
+        path.get(start..)
+    } else {
+        None
+    }
+}
+
+/// The rule of the route template `route` for a method that `reads` or not; `None`: open to
+/// everyone.
+pub fn rule(reads: bool, route: &str) -> Option<Rule> {
+    let rule = |role, tag_segment, leaf| Some(Rule { role, tag_segment, leaf });
+    if route.starts_with("/raft/") {
+        return rule(Role::Peer, None, false);
+    }
+    if !reads {
+        return rule(Role::Admin, None, false);
     }
     match route {
-        "/v1/backup" => need(Role::Admin, None, false),
-        "/api/segment/get/{tag}" | "/api/timeseq/get/{ns}" => need(Role::Client, segment(4), true),
-        "/api/snowflake/get/{key}" => need(Role::Client, None, true),
-        "/v1/segment/{tag}" | "/v1/segment/{tag}/ranges" | "/v1/timeseq/{ns}" => need(Role::Client, segment(3), false),
-        "/v1/snowflake" => need(Role::Client, None, false),
+        "/v1/backup" => rule(Role::Admin, None, false),
+        "/api/segment/get/{tag}" | "/api/timeseq/get/{ns}" => rule(Role::Client, Some(4), true),
+        "/api/snowflake/get/{key}" => rule(Role::Client, None, true),
+        "/v1/segment/{tag}" | "/v1/segment/{tag}/ranges" | "/v1/timeseq/{ns}" => rule(Role::Client, Some(3), false),
+        "/v1/snowflake" => rule(Role::Client, None, false),
         _ => None,
     }
 }
@@ -79,18 +125,23 @@ pub struct Checker {
 }
 
 impl Checker {
-    /// The answer to a request whose credential is refused (counted, and logged at a bounded
-    /// rate); `None` lets the request through. On an ID route, the tag decoded from the path
-    /// goes into the request's extensions as a [`PathTag`] for the handler: the scope check and
-    /// the handler see the same tag.
-    pub fn refusal(&self, request: &mut Request) -> Option<Response> {
-        let route = request.extensions().get::<MatchedPath>()?;
-        let need = need(request.method(), route.as_str(), request.uri().path())?;
+    /// The answer to a request to `route` (a route template, whose rule the gate worked out)
+    /// whose credential is refused (counted, and logged at a bounded rate); `None` lets the
+    /// request through. On an ID route, the tag decoded from the path goes into the request's
+    /// extensions as a [`PathTag`] for the handler: the scope check and the handler see the same
+    /// tag. With no credential configured for the route's role, no header is read.
+    pub fn refusal(&self, request: &mut Request, route: &'static str, rule: Rule) -> Option<Response> {
+        let need = rule.need(request.uri().path());
         let tag = need.tag.map(|segment| PathTag(TagName::decode(segment)));
-        let bearer = request.headers().get(AUTHORIZATION).and_then(|value| bearer(value.to_str().ok()?));
-        // A tag that is not one is in no token's scope (the handler then answers 400).
-        let tag_name = tag.as_ref().map(|tag| tag.0.as_ref().map_or("", TagName::as_str));
-        let mut verdict = self.credentials.load().authorize(need.role, tag_name, bearer);
+        let credentials = self.credentials.load();
+        let mut verdict = Ok(());
+        if credentials.guards(need.role) {
+            let bearer = request.headers().get(AUTHORIZATION).and_then(|value| bearer(value.to_str().ok()?));
+            // A tag that is not one is in no token's scope (the handler then answers 400).
+            let tag_name = tag.as_ref().map(|tag| tag.0.as_ref().map_or("", TagName::as_str));
+            verdict = credentials.authorize(need.role, tag_name, bearer);
+        }
+        drop(credentials);
         if verdict.is_ok() && need.role == Role::Peer && self.mutual_tls {
             verdict = check_peer_certificate(request);
         }
@@ -100,7 +151,6 @@ impl Checker {
             }
             return None;
         };
-        let route = crate::metrics::intern(route.as_str());
         self.metrics.count_refusal(route, refusal.reason());
         if self.refusals.note(route, refusal.reason()) {
             let remote = request
@@ -184,6 +234,15 @@ mod tests {
         assert_eq!(need(&get, "/v1/snowflake", "/v1/snowflake"), some(Role::Client, None, false));
         for open in ["/v1/tags", "/v1/cluster", "/metrics", "/healthz", "/v1/snowflake/decode/{id}", "/v1/clock"] {
             assert_eq!(need(&get, open, open), None, "{open}");
+        }
+    }
+
+    #[test]
+    fn a_path_segment_is_what_split_finds() {
+        for path in ["/api/segment/get/a", "/v1/segment/b/ranges", "/", "", "//", "/a%2Fb/c", "/v1/segment/", "x"] {
+            for n in 0..6 {
+                assert_eq!(segment(path, n), path.split('/').nth(n), "{path} {n}");
+            }
         }
     }
 

@@ -7,12 +7,19 @@
 //! the whole state, boxed the inner service and two futures per request, and with three of them
 //! the reference counts and allocations made up about a fifth of a node's CPU time in the
 //! single-ID benchmark. Here a request costs one `Arc` clone and no allocation unless its handler
-//! has to wait.
+//! has to wait (or an ID route's tag goes to the handler, see `auth`).
+//!
+//! What a route needs is worked out once per route, not per request (issue 42): the router gives
+//! each route its own `Gate` (`route_layer`), which keeps the route's template, its slot in the
+//! request counts and its [`auth::Rule`]s the first time it is called, and afterwards only checks
+//! that the request's route template is still that one (a different one, which axum never sends,
+//! would be worked out again, not mistaken for the first).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::task::Context;
 use std::task::Poll;
 
@@ -21,7 +28,6 @@ use axum::extract::Request;
 use axum::response::IntoResponse;
 use axum::response::Response;
 use pin_project_lite::pin_project;
-use raft::network::identity::CLUSTER_ID_HEADER;
 use tokio::sync::watch;
 use tower::Layer;
 use tower::Service;
@@ -55,14 +61,46 @@ impl<S> Layer<S> for GateLayer {
     type Service = Gate<S>;
 
     fn layer(&self, inner: S) -> Gate<S> {
-        Gate { inner, keeper: self.keeper.clone() }
+        Gate { inner, route: Arc::new(RouteGate { keeper: self.keeper.clone(), known: OnceLock::new() }) }
     }
 }
 
 #[derive(Clone)]
 pub struct Gate<S> {
     inner: S,
+    route: Arc<RouteGate>,
+}
+
+/// The gate of one route: the node's [`Gatekeeper`] and what the route needs, once known.
+pub struct RouteGate {
     keeper: Arc<Gatekeeper>,
+    known: OnceLock<Route>,
+}
+
+/// What the gate needs to know of a route template, worked out on its first request.
+#[derive(Clone, Copy)]
+struct Route {
+    template: &'static str,
+    key: RouteKey,
+    /// For methods that only read (`auth::reads`), and for the others.
+    reads: Option<auth::Rule>,
+    writes: Option<auth::Rule>,
+}
+
+impl RouteGate {
+    fn route(&self, template: &str) -> Route {
+        if let Some(known) = self.known.get().filter(|known| known.template == template) {
+            return *known;
+        }
+        let route = Route {
+            template: crate::metrics::intern(template),
+            key: self.keeper.auth.metrics.route_key(template),
+            reads: auth::rule(true, template),
+            writes: auth::rule(false, template),
+        };
+        let _ = self.known.set(route);
+        route
+    }
 }
 
 impl<S> Service<Request> for Gate<S>
@@ -78,17 +116,24 @@ where
     }
 
     fn call(&mut self, mut request: Request) -> Self::Future {
-        let keeper = self.keeper.clone();
-        let route = request.extensions().get::<MatchedPath>().map(|path| keeper.auth.metrics.route_key(path.as_str()));
+        let gate = self.route.clone();
+        let keeper = &gate.keeper;
+        let route = request.extensions().get::<MatchedPath>().map(|path| gate.route(path.as_str()));
+        let rule = route.and_then(|route| if auth::reads(request.method()) { route.reads } else { route.writes });
         // A request refused for its credential learns nothing of this node, its cluster included.
-        let running = match keeper.auth.refusal(&mut request) {
+        let refused = match (route, rule) {
+            (Some(route), Some(rule)) => keeper.auth.refusal(&mut request, route.template, rule),
+            _ => None,
+        };
+        let running = match refused {
             Some(refusal) => Running::Refused { response: Some(refusal), stamp: false },
             None => match keeper.pin.refusal(&request) {
                 Some(refusal) => Running::Refused { response: Some(refusal), stamp: true },
                 None => Running::Handler { future: self.inner.call(request) },
             },
         };
-        GateFuture { running, failed: None, route, keeper, started: std::time::Instant::now() }
+        let key = route.map(|route| route.key);
+        GateFuture { running, failed: None, route: key, gate, started: std::time::Instant::now() }
     }
 }
 
@@ -109,7 +154,7 @@ pub struct GateFuture<F> {
     // a lock every core shares).
     failed: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
     route: Option<RouteKey>,
-    keeper: Arc<Gatekeeper>,
+    gate: Arc<RouteGate>,
     // For the request's latency in `leafraft_http_request_duration_seconds`.
     started: std::time::Instant,
 }
@@ -129,7 +174,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for GateFuture<F> 
                 Poll::Ready(Ok(response)) => (response, true),
                 Poll::Ready(Err(never)) => match never {},
                 Poll::Pending => {
-                    let failing = &this.keeper.failing;
+                    let failing = &this.gate.keeper.failing;
                     let failed = this.failed.get_or_insert_with(|| Box::pin(failed(failing.clone())));
                     if failed.as_mut().poll(cx).is_pending() {
                         return Poll::Pending;
@@ -141,11 +186,12 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for GateFuture<F> 
                 }
             },
         };
-        if let Some(value) = stamp.then(|| this.keeper.pin.header()).flatten() {
-            response.headers_mut().entry(CLUSTER_ID_HEADER).or_insert_with(|| value.clone());
+        let keeper = &this.gate.keeper;
+        if let Some(value) = stamp.then(|| keeper.pin.header()).flatten() {
+            response.headers_mut().entry(&super::pin::CLUSTER_ID).or_insert_with(|| value.clone());
         }
         if let Some(route) = *this.route {
-            this.keeper.auth.metrics.count_request(route, response.status().as_u16(), this.started.elapsed());
+            keeper.auth.metrics.count_request(route, response.status().as_u16(), this.started.elapsed());
         }
         Poll::Ready(Ok(response))
     }

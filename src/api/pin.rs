@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 
 use axum::extract::Request;
+use axum::http::HeaderName;
 use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use axum::response::Response;
@@ -26,6 +27,9 @@ use raft::network::IdentityCheck;
 
 use crate::error::Error;
 use crate::error::ErrorCode;
+
+/// [`CLUSTER_ID_HEADER`] as a header name made once (a `&str` is parsed into one on every use).
+pub(super) static CLUSTER_ID: HeaderName = HeaderName::from_static(CLUSTER_ID_HEADER);
 
 /// This node's side of pinning: its cluster ID (known once committed, then fixed for the life of
 /// the process) and the header value made from it once.
@@ -53,7 +57,7 @@ impl ClusterPin {
 
     /// The answer to a request pinned to another cluster than this node's, if it is one.
     pub(super) fn refusal(&self, request: &Request) -> Option<Response> {
-        let pinned = request.headers().get(CLUSTER_ID_HEADER)?;
+        let pinned = request.headers().get(&CLUSTER_ID)?;
         if request.uri().path().starts_with("/raft/") {
             return None;
         }

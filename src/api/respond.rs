@@ -59,9 +59,10 @@ impl From<IdRange> for RangeView {
     }
 }
 
-/// An ID as Leaf answers it on its text paths: the bare number, `text/plain`.
+/// An ID as Leaf answers it on its text paths: the bare number, `text/plain; charset=utf-8`
+/// (the type axum gives a `String` body: no second header is made and parsed per answer).
 pub fn leaf_text(id: String) -> Response {
-    ([(CONTENT_TYPE, "text/plain; charset=utf-8")], id).into_response()
+    id.into_response()
 }
 
 /// An error exactly as Leaf answers it: HTTP 500, `Result{id=-N, status=EXCEPTION}`.
@@ -85,6 +86,14 @@ mod tests {
         assert_eq!(rfc3339(LAST_RFC3339_MS + 1), "+10000-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(316_516_204_800_000), "+12000-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(u64::MAX), "(after year 262143)");
+    }
+
+    #[test]
+    fn a_leaf_text_answer_is_plain_text_in_utf_8() {
+        let answer = leaf_text("1001".to_string());
+        assert_eq!(answer.status(), StatusCode::OK);
+        let types: Vec<_> = answer.headers().get_all(CONTENT_TYPE).iter().collect();
+        assert_eq!(types, ["text/plain; charset=utf-8"]);
     }
 
     #[test]

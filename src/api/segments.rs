@@ -7,6 +7,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::Query;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderValue;
 use axum::response::IntoResponse;
 use axum::response::Response;
 
@@ -51,11 +52,15 @@ pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
     let Ok(tag) = tag.0 else {
         return leaf_error(leaf_segment_code(ErrorCode::InvalidArgument));
     };
-    match state.segments.next_id(tag.as_str()).await {
-        Ok(id) => {
-            let mut buffer = itoa::Buffer::new();
-            leaf_text(buffer.format(id).to_string())
-        }
+    // A ready ID answers without the waiting path's (large) future in this one, which axum boxes
+    // whole for every request; only a request that has to wait boxes that path.
+    let id = match state.segments.ready_id(tag.as_str()) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => Box::pin(state.segments.next_id(tag.as_str())).await,
+        Err(e) => Err(e),
+    };
+    match id {
+        Ok(id) => leaf_text(itoa::Buffer::new().format(id).to_owned()),
         Err(e) => leaf_error(leaf_segment_code(e.code)),
     }
 }
@@ -65,7 +70,9 @@ fn tag_and_count(tag: PathTag, params: Result<Query<CountParams>, QueryRejection
 }
 
 fn json(body: String) -> Response {
-    ([(CONTENT_TYPE, "application/json")], body).into_response()
+    let mut response = body.into_response();
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 /// `count` segment IDs of a tag as a JSON list.
@@ -98,15 +105,26 @@ pub async fn ids(
 ) -> Result<Response, Error> {
     let (tag, count) = tag_and_count(tag, params)?;
     let tag = tag.as_str();
-    let ranges = state.segments.next_ids(tag, count).await?;
+    // One ID from a ready buffer: no list of ranges, no boxed wait (as on Leaf's path).
+    if count == 1 {
+        if let Some(id) = state.segments.ready_id(tag)? {
+            return Ok(json(ids_body(tag, 1, std::iter::once(id))));
+        }
+    }
+    let ranges = Box::pin(state.segments.next_ids(tag, count)).await?;
     let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
+    Ok(json(ids_body(tag, n_ids, ranges.iter().flat_map(|range| range.start..range.end))))
+}
+
+/// `{"tag":"...","ids":["1",...]}` for `n_ids` IDs.
+fn ids_body(tag: &str, n_ids: u64, ids: impl Iterator<Item = u64>) -> String {
     let mut out = String::with_capacity(32 + tag.len() + usize::try_from(n_ids).unwrap_or(0) * 22);
     out.push_str("{\"tag\":\"");
     out.push_str(tag);
     out.push_str("\",");
-    push_id_list(&mut out, ranges.iter().flat_map(|range| range.start..range.end));
+    push_id_list(&mut out, ids);
     out.push('}');
-    Ok(json(out))
+    out
 }
 
 /// `count` segment IDs of a tag as half-open ranges, for clients that cache locally.

@@ -15,6 +15,8 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::Shared;
 use super::Slot;
+use super::EVICTED;
+use super::HEADER_READ;
 use super::IDLE;
 use super::OPEN;
 use crate::metrics::Metrics;
@@ -32,12 +34,17 @@ impl RequestMarker {
     }
 }
 
-/// One request in progress on a connection (see [`RequestMarker`]).
+/// One request in progress on a connection (see [`RequestMarker`]), until its answer has been
+/// written: from then on the connection waits for the next request's headers, under the
+/// header-read timeout.
 pub struct InRequest(Arc<Slot>);
 
 impl Drop for InRequest {
     fn drop(&mut self) {
-        self.0.requests.fetch_sub(1, Ordering::Relaxed);
+        let slot = &self.0;
+        // The time first: the sweep that sees no request in progress sees when the last ended.
+        slot.waiting_since.store(slot.clock.load(Ordering::Relaxed), Ordering::Relaxed);
+        slot.requests.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -47,8 +54,8 @@ pub trait Marked {
 }
 
 /// A socket that gives up its place when dropped, and fails a read or write that would wait once
-/// it has been idle for the idle timeout (`TimedOut`) or closed to make room at the cap
-/// (`ConnectionAborted`).
+/// it has waited for a request's headers for the header-read timeout or been idle for the idle
+/// timeout (`TimedOut`), or was closed to make room at the cap (`ConnectionAborted`).
 pub struct Guarded<T> {
     pub(super) io: T,
     pub(super) slot: Arc<Slot>,
@@ -92,10 +99,15 @@ impl<T> Guarded<T> {
         match self.slot.closing.load(Ordering::SeqCst) {
             OPEN => None,
             IDLE => Some(io::Error::new(io::ErrorKind::TimedOut, "the connection was idle too long")),
-            _ => Some(io::Error::new(
+            HEADER_READ => Some(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no complete request headers within the header-read timeout",
+            )),
+            EVICTED => Some(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "closed to make room for another connection at --max-connections",
             )),
+            _ => Some(io::Error::other("the connection was closed")),
         }
     }
 }

@@ -147,3 +147,55 @@ async fn at_the_cap_silent_then_the_longest_idle_connections_make_room() {
     assert_eq!(metrics.connections.evicted.get(), 1);
     drop(answering);
 }
+
+/// Issue 42: the header-read timeout is kept by the sweep, not by a timer per request. A
+/// connection with no request in progress is closed one tick after the timeout since its
+/// admission, however many bytes it sends meanwhile (a slowloris trickling a header).
+#[tokio::test]
+async fn a_connection_without_a_request_is_closed_after_the_header_read_timeout() {
+    const HEADER_READ_MS: u64 = 300;
+    let metrics = Arc::new(Metrics::new());
+    let timeouts = (Duration::from_secs(60), Some(Duration::from_millis(HEADER_READ_MS)));
+    let admission = Admission::unswept_with(1, 1, timeouts, metrics.clone());
+    let tick = u64::try_from(admission.0.sweep.as_millis()).unwrap();
+    assert_eq!(tick, HEADER_READ_MS / 16, "the sweep ticks on the shorter timeout");
+    let (mut guarded, mut far) = connect(&admission, "10.0.0.1").await;
+    let mut byte = [0u8; 1];
+    for now in [100, 200, HEADER_READ_MS + tick - 1] {
+        admission.0.sweep_at(now);
+        assert!(guarded.closed().is_none(), "closed at {now} ms, before its header-read timeout");
+        far.write_all(b"G").await.unwrap();
+        guarded.read_exact(&mut byte).await.unwrap();
+    }
+    let reading = tokio::spawn(async move {
+        let error = guarded.read_exact(&mut byte).await.unwrap_err();
+        (error, guarded)
+    });
+    admission.0.sweep_at(HEADER_READ_MS + tick);
+    let (error, _guarded) = reading.await.unwrap();
+    assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+    assert!(error.to_string().contains("header-read timeout"), "{error}");
+}
+
+/// A request in progress (its headers read, its answer not yet written) is not held to the
+/// header-read timeout, only to the idle timeout; the end of its answer starts the wait for the
+/// next request's headers.
+#[tokio::test]
+async fn the_header_read_timeout_runs_from_the_end_of_the_last_answer() {
+    const HEADER_READ_MS: u64 = 300;
+    let metrics = Arc::new(Metrics::new());
+    let timeouts = (Duration::from_secs(60), Some(Duration::from_millis(HEADER_READ_MS)));
+    let admission = Admission::unswept_with(1, 1, timeouts, metrics.clone());
+    let tick = u64::try_from(admission.0.sweep.as_millis()).unwrap();
+    let (guarded, _far) = connect(&admission, "10.0.0.1").await;
+    admission.0.sweep_at(100);
+    let answering = guarded.request_marker().begin();
+    admission.0.sweep_at(5_000);
+    assert!(guarded.closed().is_none(), "closed while answering a request");
+    drop(answering);
+    admission.0.sweep_at(5_000 + HEADER_READ_MS + tick - 1);
+    assert!(guarded.closed().is_none(), "closed before the header-read timeout after its answer");
+    admission.0.sweep_at(5_000 + HEADER_READ_MS + tick);
+    let error = guarded.closed().expect("closed after the header-read timeout");
+    assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+}
