@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per one-ID request (issue 42), repeatable on a loaded machine where wall-clock
+# Instructions per one-ID request, repeatable on a loaded machine where wall-clock
 # numbers are not: a single-node `leafraft serve` (or, with --counter, the counter server of
 # scripts/bench.sh) runs under `valgrind --tool=callgrind`; after a 3 s warm-up its counts are
 # zeroed, `leafraft-bench http` sends one-ID requests on 4 keep-alive connections for --duration

@@ -13,11 +13,11 @@
 #   7. time-sequence IDs: one ID per request (Leaf-style path) vs the counter baseline (bar >= 0.8),
 #      and one namespace's IDs/s through count=1000 requests over the three nodes against the
 #      layout's 524,288 per second (bar >= 95 %). (In process: `cargo bench --bench timeseq`.)
-#   1b. (issue 42) one ID per request on a FOLLOWER of a 3-node cluster, 64 connections: this build
+#   1b. one ID per request on a FOLLOWER of a 3-node cluster, 64 connections: this build
 #      against the counter AND against the previous release's binary (releases/0.1.0, built once
 #      by scripts/lib/build-commit.sh) in the same run, 5 alternating rounds, medians of the
 #      per-round ratios (bars >= 0.9x the counter, >= 1.0x the release);
-#   2b. (issue 42) the tail on a single node, pinned: the load generator on core 0, the server on
+#   2b. the tail on a single node, pinned: the load generator on core 0, the server on
 #      core 1 (`taskset`), p99.9 at 50/75/90 % of the pinned counter's maximum rate
 #      (`leafraft-bench http --rate`, corrected for coordinated omission like wrk2), counter and
 #      single node alternating, 3 rounds (bar: within 1.25x the counter's p99.9);
@@ -27,7 +27,7 @@
 # Each paired ratio also prints the ceiling: three counter processes under the same load against
 # the one-process baseline (on 2 cores, three processes of anything lose ~20 % to switching).
 # Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-one-id | --only-timeseq | --tls]
-#   --only-one-id: sections 1b and 2b only (issue 42's bars).
+#   --only-one-id: sections 1b and 2b only.
 #   --only-lease: section 6d only (this build's monotonic confirmation vs the lease of dcd6af4).
 #   --only-monotonic-follower: section 6's follower ratio and ranges only (6b, 6c).
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
@@ -96,7 +96,7 @@ follower_of() {
   echo "${cluster[$((id % 3))]}"
 }
 
-# 1b. One ID per request on a follower (issue 42): this build, the previous release and the counter
+# 1b. One ID per request on a follower: this build, the previous release and the counter
 # under the same load (64 keep-alive connections to one process, every ID checked), alternating,
 # 5 rounds; the ratios are medians of the per-round ratios.
 one_id_section() {
@@ -141,7 +141,7 @@ PY
   for pid in "${pids[@]:$first}"; do kill "$pid" 2>/dev/null || true; done
 }
 
-# 2b. The one-ID tail on a single node (issue 42, acceptance 2): the counter and a single-node
+# 2b. The one-ID tail on a single node: the counter and a single-node
 # `leafraft serve` both pinned to core 1, the load generator to core 0, so neither shares a core
 # with the load (the cluster beside a follower made its p99.9 swing 3x between runs). The
 # counter's maximum rate (median of 3 runs, 64 connections), then at 50/75/90 % of it

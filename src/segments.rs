@@ -183,7 +183,7 @@ impl Segments {
     /// The next ID of a segment tag when its buffer on this node has one ready: what
     /// [`Segments::next_id`] answers without waiting, and `None` when it would have to wait (or
     /// the tag is not a segment tag here). Not async, so that a handler's future stays small
-    /// when the ID is ready (issue 42: the boxed handler future was copied whole per request).
+    /// when the ID is ready (the boxed handler future was copied whole per request).
     pub fn ready_id(self: &Arc<Self>, tag: &str) -> Result<Option<u64>, Error> {
         self.cluster.refuse_if_removed()?;
         if self.cluster.tag_mode(tag) == Some(TagMode::Segment) {

@@ -10,7 +10,7 @@
 //! Why not `axum::serve`: the connections are [`Guarded`] sockets whose requests are marked
 //! (`connections::RequestMarker`) from their headers until their answer is written. This is its
 //! loop (accept, serve each connection in a task, drain on stop); hyper arms no timer (its own
-//! header-read timer was a sleep made, registered and dropped on every request, issue 42).
+//! header-read timer was a sleep made, registered and dropped on every request).
 
 use std::convert::Infallible;
 use std::pin::pin;

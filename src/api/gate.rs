@@ -9,7 +9,7 @@
 //! single-ID benchmark. Here a request costs one `Arc` clone and no allocation unless its handler
 //! has to wait (or an ID route's tag goes to the handler, see `auth`).
 //!
-//! What a route needs is worked out once per route, not per request (issue 42): the router gives
+//! What a route needs is worked out once per route, not per request: the router gives
 //! each route its own `Gate` (`route_layer`), which keeps the route's template, its slot in the
 //! request counts and its [`auth::Rule`]s the first time it is called, and afterwards only checks
 //! that the request's route template is still that one (a different one, which axum never sends,
