@@ -89,7 +89,15 @@ fn a_set_that_injected_every_kind_it_names_passes_and_every_run_is_strict() {
     let output = set.run(Some("true"), &[]);
     assert!(output.status.success(), "{}", text(&output));
     let calls = set.calls();
-    assert_eq!(calls.len(), 4, "three runs of every kind and one of power loss: {calls:?}");
+    assert_eq!(
+        calls.len(),
+        5,
+        "three runs of every kind, one of the isolated leader's quick restarts and one of power loss: {calls:?}"
+    );
+    assert!(
+        calls.iter().any(|call| call.contains("--election-timeout-ms 1500 --faults isolated-leader-restarts")),
+        "the isolated leader's quick restarts run alone, every node on 1500 ms: {calls:?}"
+    );
     assert!(calls.iter().all(|call| call.contains("--strict")), "every run of the set is strict: {calls:?}");
     // Issue 35: the set moves a busy tag to monotonic and judges real-time order from the move on.
     let switching = calls.iter().filter(|call| call.contains("switch-to-monotonic")).count();
@@ -143,7 +151,7 @@ fn a_kind_the_runs_missed_gets_a_run_of_its_own() {
     let output = set.run(Some("true"), &[("STUB_MISSED", "pause-follower")]);
     assert!(output.status.success(), "{}", text(&output));
     let calls = set.calls();
-    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert_eq!(calls.len(), 6, "{calls:?}");
     assert!(calls[3].contains("--faults pause-follower --strict"), "the fourth run is the missed kind's: {calls:?}");
 }
 
