@@ -9,7 +9,7 @@
 //! answer waits until every member, voters and learners, reports that it applied at least the
 //! leader's commit index read after the change ([`Cluster::confirm_every_member_applied`]); a
 //! member that does not answer in time is named in 503 `MEMBERS_BEHIND`, the change stays
-//! committed, and asking again waits again. The list of such commands is in `ARCHITECTURE.md`.
+//! committed, and asking again waits again. The list of such commands is in `docs/invariants.md`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
