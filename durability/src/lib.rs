@@ -66,6 +66,10 @@ pub struct LocalDurability {
     durable: watch::Sender<Durable>,
     /// The term of the latest vote this log saved (`raft::amnesia` reads it after the log's end).
     vote_term: AtomicU64,
+    /// The latest vote this log saved, set before the save returns to openraft: openraft grants a
+    /// vote, or follows a leader, only after saving it, so a vote read here is one this node has
+    /// not yet moved past in anything it answered (a leader's term confirmation reads it).
+    saved_vote: Mutex<Option<typ::Vote>>,
 }
 
 /// The wait for durability ended with a failed sync: the node must stop (fail-stop).
@@ -81,6 +85,7 @@ impl LocalDurability {
             written: Mutex::new(Written::default()),
             durable: watch::Sender::new(Durable { end: 0, failed: false }),
             vote_term: AtomicU64::new(0),
+            saved_vote: Mutex::new(None),
         }
     }
 
@@ -116,10 +121,16 @@ impl LocalDurability {
         });
     }
 
-    /// Records that the log saved a vote of `term` (at open, and after every vote it saves; before
-    /// any truncation that vote's leader causes).
-    pub fn voted(&self, term: u64) {
-        self.vote_term.fetch_max(term, Ordering::SeqCst);
+    /// Records that the log saved `vote` (at open, and after every vote it saves, before the save
+    /// returns; before any truncation that vote's leader causes).
+    pub fn voted(&self, vote: &typ::Vote) {
+        *self.saved_vote.lock().unwrap_or_else(PoisonError::into_inner) = Some(*vote);
+        self.vote_term.fetch_max(vote.leader_id.term, Ordering::SeqCst);
+    }
+
+    /// The latest vote the log saved (`None` before any).
+    pub fn saved_vote(&self) -> Option<typ::Vote> {
+        *self.saved_vote.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The term of the latest vote saved.

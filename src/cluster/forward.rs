@@ -1,9 +1,9 @@
 //! The protocol between nodes outside Raft's own RPCs: what one node asks the leader to do
 //! ([`Forwarded`]) and what it answers, who a node is ([`Hello`]), and both ends of it. [`Peers`]
 //! is how a node reaches a peer (forward an operation, ask who answers at an address, read a
-//! clock); [`HttpPeers`] is the production implementation over `POST /raft/forward`,
-//! `POST /raft/hello` and `GET /v1/clock`, carrying this node's identity headers; [`routes`] is
-//! the receiving end of `/raft/forward` and `/raft/hello`. The in-process cluster tests implement
+//! clock, read the vote it has saved); [`HttpPeers`] is the production implementation over
+//! `POST /raft/forward`, `POST /raft/hello`, `POST /raft/confirm` and `GET /v1/clock`, carrying
+//! this node's identity headers; [`routes`] is the receiving end of the three `/raft/` paths. The in-process cluster tests implement
 //! [`Peers`] with their fault-injecting router instead.
 
 use std::future::Future;
@@ -20,6 +20,7 @@ use axum::response::IntoResponse;
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
+use leafraft_state::typ;
 use leafraft_state::Node;
 use leafraft_state::NodeId;
 use raft::network::IdentityCheck;
@@ -35,6 +36,8 @@ use crate::error::Error;
 pub const FORWARD_PATH: &str = "/raft/forward";
 /// The path where a node says who it is.
 pub const HELLO_PATH: &str = "/raft/hello";
+/// The path where a node answers the vote it has saved (`confirm`).
+pub const CONFIRM_PATH: &str = "/raft/confirm";
 
 /// The largest forwarded body accepted: the largest request a node proposes
 /// (`MAX_REQUEST_BYTES`) with room for the `Forwarded` envelope. A larger entry in the log could
@@ -152,6 +155,16 @@ pub trait Peers: Send + Sync + 'static {
     /// Node `to`'s wall clock (Unix ms), or `None` when it does not answer within `timeout`.
     fn clock<'a>(&'a self, to: NodeId, node: &'a Node, timeout: Duration) -> BoxFuture<'a, Option<u64>>;
 
+    /// The vote node `to` has saved, read when the request arrives there (a leader confirming its
+    /// term, `confirm`). `leader` is the asking leader's vote, for the receiver's logs and checks.
+    fn saved_vote<'a>(
+        &'a self,
+        to: NodeId,
+        node: &'a Node,
+        leader: &'a typ::Vote,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Option<typ::Vote>, PostError>>;
+
     /// Asks the node at `addr` who it is. `expected` is the member that should answer there and
     /// the incarnation this node records for it, checked by the receiver as with any message.
     fn hello<'a>(
@@ -200,6 +213,20 @@ impl Peers for HttpPeers {
         })
     }
 
+    fn saved_vote<'a>(
+        &'a self,
+        to: NodeId,
+        node: &'a Node,
+        leader: &'a typ::Vote,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Option<typ::Vote>, PostError>> {
+        Box::pin(async move {
+            let url = format!("{}://{}{CONFIRM_PATH}", self.scheme, node.addr);
+            let sender = Sender { identity: &self.identity, target: Some((to, node.incarnation)) };
+            raft::network::post_bincode_as(&self.http, &url, self.secret.as_deref(), sender, leader, timeout).await
+        })
+    }
+
     fn hello<'a>(
         &'a self,
         addr: &'a str,
@@ -231,14 +258,32 @@ impl Peers for HttpPeers {
     }
 }
 
-/// `POST /raft/forward` and `POST /raft/hello`, answering with the local `cluster`: the
+/// `POST /raft/forward`, `POST /raft/hello` and `POST /raft/confirm`, answering with the local `cluster`: the
 /// receiving end of [`HttpPeers`]. The caller wraps them in the node's authentication and
 /// identity check.
 pub fn routes(cluster: Arc<Cluster>) -> Router {
     Router::new()
         .route(FORWARD_PATH, post(receive).layer(DefaultBodyLimit::max(MAX_FORWARD_BYTES)))
         .route(HELLO_PATH, post(hello))
+        .route(CONFIRM_PATH, post(saved_vote))
         .with_state(cluster)
+}
+
+/// `POST /raft/confirm` (body: the asking leader's vote): the vote this node has saved, read now.
+/// It answers no more than that: whether the read confirms the leader's term is the leader's
+/// judgement (`confirm`).
+async fn saved_vote(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
+    let leader: typ::Vote = match leafraft_state::codec::decode(&body) {
+        Ok(leader) => leader,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad confirm request: {e}")).into_response(),
+    };
+    if leader.leader_id.node_id == cluster.node_id() {
+        return (StatusCode::BAD_REQUEST, "the confirm request speaks for this node itself").into_response();
+    }
+    match leafraft_state::codec::encode(&cluster.saved_vote()) {
+        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the saved vote: {e}")).into_response(),
+    }
 }
 
 /// `POST /raft/hello` (empty body): this node's identity, cluster ID, whether it has a Raft

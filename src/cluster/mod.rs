@@ -23,6 +23,7 @@
 
 mod attempt;
 mod catch_up;
+mod confirm;
 mod fence;
 mod forward;
 mod incarnations;
@@ -159,6 +160,11 @@ impl Cluster {
         self.peers.as_ref()
     }
 
+    /// The vote this node's log has saved: what `POST /raft/confirm` answers a leader.
+    pub fn saved_vote(&self) -> Option<typ::Vote> {
+        self.store.log.durability().saved_vote()
+    }
+
     /// This node's identity and what it knows of the others' (see `raft::network::identity`).
     pub fn identity(&self) -> &Arc<IdentityCheck> {
         &self.identity
@@ -225,7 +231,13 @@ impl Cluster {
 
     fn sequencer(&self) -> &sequencer::Sequencer {
         self.sequencer.get_or_init(|| {
-            sequencer::Sequencer::start(self.raft.clone(), self.store.state_machine.clone(), self.write_timeout)
+            let confirmer = confirm::Confirmer::new(self.node_id, self.raft.clone(), Arc::clone(&self.peers));
+            sequencer::Sequencer::start(
+                self.raft.clone(),
+                self.store.state_machine.clone(),
+                confirmer,
+                self.write_timeout,
+            )
         })
     }
 

@@ -7,10 +7,12 @@
 //!   earlier leader served from; a range is dropped as soon as the term changes, so a node that
 //!   leads again never serves from a range of an earlier term.
 //! - A batch of takes is answered only after a quorum acknowledged this leader's term once every
-//!   take in the batch had arrived: a heartbeat round (`get_read_log_id`, which counts only
-//!   acknowledgements of appends it sends after it was called, each by a voter whose vote is this
-//!   leader's), or a claim proposed after the batch was formed and committed in the same term
-//!   (committed means a quorum appended it under this leader's vote). A newer leader needs the
+//!   take in the batch had arrived: a quorum of voters asked after the batch formed answered that
+//!   the vote they have saved is this leader's (`confirm`; it falls back to openraft's heartbeat
+//!   round, `get_read_log_id`, which counts only acknowledgements of appends it sends after it was
+//!   called, each by a voter whose vote is this leader's), or a claim proposed after the batch was
+//!   formed and committed in the same term (committed means a quorum appended it under this
+//!   leader's vote). A newer leader needs the
 //!   votes of a quorum, which shares a voter with that one; that voter granted its vote after it
 //!   acknowledged (a voter that has granted a newer vote refuses this leader's appends), so the
 //!   newer leader was elected, and answered anything, only after these takes arrived. Whatever a
@@ -36,9 +38,9 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
+use crate::cluster::confirm::Confirmer;
 use crate::cluster::forward::MonotonicTake;
 use crate::cluster::lane::shortfall;
 use crate::cluster::lane::Lane;
@@ -103,9 +105,9 @@ pub struct Sequencer {
 impl Sequencer {
     /// Starts the driver; it ends when the sequencer is dropped. `timeout` bounds each claim and
     /// confirmation.
-    pub fn start(raft: Raft, store: storage::StateMachineStore, timeout: Duration) -> Sequencer {
+    pub fn start(raft: Raft, store: storage::StateMachineStore, confirmer: Confirmer, timeout: Duration) -> Sequencer {
         let (units, rx) = mpsc::unbounded_channel();
-        tokio::spawn(Driver { raft, store, timeout, tags: HashMap::new() }.run(rx));
+        tokio::spawn(Driver { raft, store, confirmer, timeout, tags: HashMap::new() }.run(rx));
         Sequencer { units }
     }
 
@@ -134,6 +136,7 @@ impl Sequencer {
 struct Driver {
     raft: Raft,
     store: storage::StateMachineStore,
+    confirmer: Confirmer,
     timeout: Duration,
     tags: HashMap<String, Lane>,
 }
@@ -172,9 +175,10 @@ impl Driver {
                 return refuse_all(batch, || refused.clone());
             }
         };
-        // A committed claim of this batch confirmed the term already; otherwise one heartbeat round.
+        // A committed claim of this batch confirmed the term already; otherwise one round of
+        // asking the voters (`confirm`).
         if !confirmed {
-            if let Err(attempt) = confirm_leadership(&self.raft, deadline).await {
+            if let Err(attempt) = self.confirmer.confirm(term, deadline).await {
                 self.tags.clear();
                 let refused = Refused::from(attempt);
                 return refuse_all(batch, || refused.clone());

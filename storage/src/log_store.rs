@@ -58,7 +58,7 @@ impl LogStore {
             vote: Arc::new(Mutex::new(vote)),
         };
         if let Some(vote) = &vote {
-            store.durability.voted(vote.leader_id.term);
+            store.durability.voted(vote);
         }
         if let Some(resigned) = &resigned {
             // Synced below with the rest of what the store found, before Raft starts.
@@ -235,7 +235,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // nothing to the next one before its early-counted entries are on disk.
         self.sync().await.map_err(|e| StorageIOError::write_vote(&e))?;
         *self.vote.lock().unwrap_or_else(PoisonError::into_inner) = Some(*vote);
-        self.durability.voted(vote.leader_id.term);
+        self.durability.voted(vote);
         info!(term = vote.leader_id.term, node = vote.leader_id.node_id, committed = vote.committed, "vote saved");
         Ok(())
     }

@@ -21,7 +21,7 @@ fn guard_with_log(last: Option<u64>, vote_term: u64) -> AmnesiaGuard {
     if let Some(last) = last {
         durability.wrote(last);
     }
-    durability.voted(vote_term);
+    durability.voted(&typ::Vote::new(vote_term, 1));
     AmnesiaGuard::new(durability)
 }
 

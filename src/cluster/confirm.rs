@@ -1,0 +1,250 @@
+//! Term confirmation for the sequencer: a quorum of voters answered, after a batch of takes had
+//! formed, that the vote they have saved is this leader's.
+//!
+//! Why it is enough (the sequencer's argument needs exactly this, and nothing timed): openraft
+//! saves a vote before it grants it or follows its leader (`LocalDurability::voted` is set before
+//! the save returns), so a voter that answers this leader's vote read at that moment had, then,
+//! neither granted a newer vote nor acknowledged a newer leader. A newer leader needs a quorum of
+//! every configuration it can be elected under; the one read here (inside the Raft core, after the
+//! batch formed) is the newest this leader has appended, and any configuration that follows it is
+//! appended by this leader only after a joint one that still needs this quorum, or by a newer
+//! leader. So a newer leader's quorum shares a voter with the one that answered, which granted it
+//! only after answering: the newer leader was elected after the batch formed.
+//!
+//! This node counts for itself when the Raft core, asked after the batch formed, still holds this
+//! leader's vote. Peers are asked in the order they last answered, only as many as a quorum
+//! needs; the others are asked as well when one of those fails or is slow ([`HEDGE`]). Whatever
+//! goes wrong (peers of a release without `/raft/confirm`, an unreachable one), the round falls
+//! back to openraft's own heartbeat round (`confirm_leadership`).
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use futures_util::stream::FuturesUnordered;
+use futures_util::StreamExt;
+use leafraft_state::typ;
+use leafraft_state::Node;
+use leafraft_state::NodeId;
+use openraft::ServerState;
+use raft::Raft;
+use tokio::time::Instant;
+
+use crate::cluster::attempt::confirm_leadership;
+use crate::cluster::attempt::Attempt;
+use crate::cluster::Peers;
+use crate::error::Error;
+
+/// How long the first peers asked may take before every other voter is asked too. It bounds
+/// latency only: an answer counts whenever it comes.
+const HEDGE: Duration = Duration::from_millis(20);
+
+/// What the leader holds at the start of a round, read inside the Raft core.
+#[derive(Debug, Clone)]
+struct Round {
+    vote: typ::Vote,
+    /// The effective configuration: one voter set, or two while a change is joint.
+    joint: Vec<Vec<NodeId>>,
+    nodes: BTreeMap<NodeId, Node>,
+}
+
+/// Confirms this leader's term for the sequencer's batches.
+pub(super) struct Confirmer {
+    node_id: NodeId,
+    raft: Raft,
+    peers: Arc<dyn Peers>,
+    /// Peers in the order they last answered, fastest first: asked first next time.
+    order: Mutex<Vec<NodeId>>,
+}
+
+impl Confirmer {
+    pub(super) fn new(node_id: NodeId, raft: Raft, peers: Arc<dyn Peers>) -> Confirmer {
+        Confirmer { node_id, raft, peers, order: Mutex::new(Vec::new()) }
+    }
+
+    /// Returns once a quorum confirmed this node's leadership in `term` after the call; refuses
+    /// with `NotLeader` when it no longer leads in `term`.
+    pub(super) async fn confirm(&self, term: u64, deadline: Instant) -> Result<(), Attempt> {
+        let node_id = self.node_id;
+        let round = self
+            .raft
+            .with_raft_state(move |state| {
+                let vote = *state.vote_ref();
+                let leads = state.server_state == ServerState::Leader
+                    && vote.is_committed()
+                    && vote.leader_id.node_id == node_id;
+                leads.then(|| {
+                    let effective = state.membership_state.effective();
+                    Round {
+                        vote,
+                        joint: effective.get_joint_config().clone(),
+                        nodes: effective.nodes().map(|(id, node)| (*id, node.clone())).collect(),
+                    }
+                })
+            })
+            .await
+            .map_err(|fatal| Attempt::Failed(Error::no_leader(format!("raft stopped on this node: {fatal}"))))?;
+        let Some(round) = round.filter(|round| round.vote.leader_id.term == term) else {
+            return Err(Attempt::NotLeader);
+        };
+        match self.ask_peers(&round, deadline).await {
+            Asked::Confirmed => Ok(()),
+            Asked::Deposed => Err(Attempt::NotLeader),
+            Asked::Short => {
+                tracing::debug!(term, "no quorum answered the term confirmation; asking openraft");
+                confirm_leadership(&self.raft, deadline).await.map(|_| ())
+            }
+        }
+    }
+
+    async fn ask_peers(&self, round: &Round, deadline: Instant) -> Asked {
+        let mut granted = BTreeSet::from([self.node_id]);
+        if is_quorum(&round.joint, &granted) {
+            return Asked::Confirmed;
+        }
+        let voters: BTreeSet<NodeId> = round.joint.iter().flatten().copied().filter(|id| *id != self.node_id).collect();
+        let order = self.order.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let ordered = in_order(&order, &voters);
+        let (first, rest) = first_to_ask(&round.joint, &granted, &ordered);
+        let mut pending = FuturesUnordered::new();
+        for peer in first {
+            pending.push(self.ask(peer, round, deadline));
+        }
+        let mut rest = Some(rest);
+        let hedge = tokio::time::sleep_until((Instant::now() + HEDGE).min(deadline));
+        tokio::pin!(hedge);
+        let mut answered = Vec::new();
+        loop {
+            let answer = tokio::select! {
+                answer = pending.next(), if !pending.is_empty() => answer,
+                () = &mut hedge, if rest.is_some() => None,
+                else => None,
+            };
+            match answer {
+                Some((peer, Ok(Some(saved)))) if saved.leader_id == round.vote.leader_id => {
+                    answered.push(peer);
+                    granted.insert(peer);
+                    if is_quorum(&round.joint, &granted) {
+                        self.remember(&answered, &ordered);
+                        return Asked::Confirmed;
+                    }
+                    continue;
+                }
+                // A newer vote there: this leader is deposed (openraft learns it on its own).
+                Some((_, Ok(Some(saved)))) if saved.leader_id.term > round.vote.leader_id.term => {
+                    return Asked::Deposed
+                }
+                Some(_) | None => {}
+            }
+            // A peer did not confirm, or was slow: ask every other voter too.
+            if let Some(rest) = rest.take() {
+                for peer in rest {
+                    pending.push(self.ask(peer, round, deadline));
+                }
+            } else if pending.is_empty() {
+                return Asked::Short;
+            }
+        }
+    }
+
+    async fn ask(
+        &self,
+        peer: NodeId,
+        round: &Round,
+        deadline: Instant,
+    ) -> (NodeId, Result<Option<typ::Vote>, raft::network::PostError>) {
+        let Some(node) = round.nodes.get(&peer) else {
+            return (peer, Ok(None));
+        };
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        (peer, self.peers.saved_vote(peer, node, &round.vote, timeout).await)
+    }
+
+    /// Puts the peers that answered first at the front, in the order they answered.
+    fn remember(&self, answered: &[NodeId], ordered: &[NodeId]) {
+        let mut next: Vec<NodeId> = answered.to_vec();
+        next.extend(ordered.iter().filter(|id| !answered.contains(id)));
+        *self.order.lock().unwrap_or_else(PoisonError::into_inner) = next;
+    }
+}
+
+/// How a round of asking ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Asked {
+    Confirmed,
+    /// A voter holds a newer term's vote.
+    Deposed,
+    /// Every peer answered or failed, and no quorum confirmed.
+    Short,
+}
+
+/// Whether `granted` holds a majority of every voter set of `joint`.
+fn is_quorum(joint: &[Vec<NodeId>], granted: &BTreeSet<NodeId>) -> bool {
+    joint.iter().all(|voters| {
+        let yes = voters.iter().filter(|id| granted.contains(id)).count();
+        yes * 2 > voters.len()
+    })
+}
+
+/// `voters` in `order` first, then the rest by ID.
+fn in_order(order: &[NodeId], voters: &BTreeSet<NodeId>) -> Vec<NodeId> {
+    let known: Vec<NodeId> = order.iter().copied().filter(|id| voters.contains(id)).collect();
+    let others = voters.iter().copied().filter(|id| !known.contains(id));
+    known.iter().copied().chain(others).collect()
+}
+
+/// Splits `ordered` into the fewest leading peers that would make `granted` a quorum if they all
+/// confirmed, and the rest.
+fn first_to_ask(joint: &[Vec<NodeId>], granted: &BTreeSet<NodeId>, ordered: &[NodeId]) -> (Vec<NodeId>, Vec<NodeId>) {
+    let mut would = granted.clone();
+    for (i, peer) in ordered.iter().enumerate() {
+        would.insert(*peer);
+        if is_quorum(joint, &would) {
+            return (ordered[..=i].to_vec(), ordered[i + 1..].to_vec());
+        }
+    }
+    (ordered.to_vec(), Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(ids: &[NodeId]) -> BTreeSet<NodeId> {
+        ids.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_quorum_is_a_majority_of_every_voter_set() {
+        assert!(is_quorum(&[vec![1]], &set(&[1])));
+        assert!(!is_quorum(&[vec![1, 2, 3]], &set(&[1])));
+        assert!(is_quorum(&[vec![1, 2, 3]], &set(&[1, 3])));
+        assert!(!is_quorum(&[vec![1, 2, 3, 4]], &set(&[1, 2])));
+        // Joint: a majority of the old set is not enough while the new one lacks one.
+        assert!(!is_quorum(&[vec![1, 2, 3], vec![3, 4, 5]], &set(&[1, 2, 3])));
+        assert!(is_quorum(&[vec![1, 2, 3], vec![3, 4, 5]], &set(&[1, 3, 4])));
+    }
+
+    #[test]
+    fn the_fewest_peers_that_could_make_a_quorum_are_asked_first() {
+        let (first, rest) = first_to_ask(&[vec![1, 2, 3]], &set(&[1]), &[3, 2]);
+        assert_eq!((first, rest), (vec![3], vec![2]));
+        let (first, rest) = first_to_ask(&[vec![1, 2, 3, 4, 5]], &set(&[1]), &[2, 3, 4, 5]);
+        assert_eq!((first, rest), (vec![2, 3], vec![4, 5]));
+        // Joint: node 4 alone completes neither set's majority with 1; 2 then 4 complete both.
+        let (first, rest) = first_to_ask(&[vec![1, 2, 3], vec![1, 4, 5]], &set(&[1]), &[2, 4, 3, 5]);
+        assert_eq!((first, rest), (vec![2, 4], vec![3, 5]));
+        // Not enough voters to ask: all of them.
+        let (first, rest) = first_to_ask(&[vec![1, 2, 3]], &set(&[]), &[2]);
+        assert_eq!((first, rest), (vec![2], vec![]));
+    }
+
+    #[test]
+    fn peers_that_answered_last_come_first() {
+        assert_eq!(in_order(&[3, 9], &set(&[2, 3, 4])), vec![3, 2, 4]);
+        assert_eq!(in_order(&[], &set(&[4, 2])), vec![2, 4]);
+    }
+}
