@@ -4,6 +4,8 @@
 //! - [`SegmentBuffer`]: Leaf's double buffer for one tag, an atomic cursor on the hot path.
 //! - [`StepPolicy`]: Leaf's dynamic step (how many IDs the next range asks for), with Leaf's
 //!   thresholds for segment buffers and the sequencer's for monotonic tags.
+//! - [`scramble`]: a keyed permutation of a tag's ID space (scrambled IDs) and their short
+//!   string form.
 //! - [`snowflake`]: the snowflake bit [`Layout`](snowflake::Layout) (compose and decompose) and the
 //!   `Generator` of one held worker.
 //!
@@ -13,6 +15,7 @@
 //! **Architecture Invariant:** this crate depends on nothing (no I/O, no clock, no other crate of
 //! the workspace); `xtask` (`engines_pure`) checks it.
 
+pub mod scramble;
 pub mod segment;
 pub mod snowflake;
 pub mod step;

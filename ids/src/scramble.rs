@@ -1,0 +1,178 @@
+//! Scrambled IDs: a keyed permutation of a tag's ID space, so that served IDs reveal neither how
+//! many were handed out between two of them nor their order, and only the key turns one back
+//! into its sequence number.
+//!
+//! [`Scrambler::scramble`] is a permutation of `[0, limit)`: a balanced Feistel network over the
+//! smallest even number of bits that holds `limit`, with cycle-walking (an output at or above
+//! `limit` is permuted again until it falls inside, which ends because the walk follows the
+//! input's own cycle of the larger permutation, and that cycle returns to the input). Distinct
+//! inputs give distinct outputs, so the one rule (no ID twice) holds for scrambled IDs exactly
+//! when it holds for the sequence numbers under them. This is not encryption: it hides volume and
+//! order from people who see a few IDs, not a secret from someone who sees many.
+//!
+//! [`ShortForm`] writes a scrambled ID as a fixed-length string over an alphabet without
+//! look-alike characters, for IDs shown to people.
+
+/// The number of Feistel rounds: four make a keyed permutation indistinguishable from a random
+/// one in theory (Luby-Rackoff, for random round functions); eight leave room for the simple
+/// round function used here.
+const ROUNDS: usize = 8;
+
+/// A keyed permutation of `[0, limit)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scrambler {
+    round_keys: [u64; ROUNDS],
+    limit: u64,
+    /// Bits of each Feistel half.
+    half_bits: u32,
+}
+
+/// Why a [`Scrambler`] cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScrambleError {
+    /// The domain is empty.
+    EmptyDomain,
+}
+
+impl Scrambler {
+    /// The permutation of `[0, limit)` under `key` (a tag's secret, generated once at creation).
+    pub fn new(key: u128, limit: u64) -> Result<Scrambler, ScrambleError> {
+        if limit == 0 {
+            return Err(ScrambleError::EmptyDomain);
+        }
+        // Bits needed for `limit - 1`, at least 2, rounded up to even: two equal halves.
+        let bits = (u64::BITS - (limit - 1).leading_zeros()).max(2);
+        let half_bits = bits.div_ceil(2);
+        let mut round_keys = [0; ROUNDS];
+        let mut state = (key as u64) ^ mix((key >> 64) as u64);
+        for round_key in &mut round_keys {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            *round_key = mix(state ^ (key >> 64) as u64);
+        }
+        Ok(Scrambler { round_keys, limit, half_bits })
+    }
+
+    /// The size of the domain: inputs and outputs are below it.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The image of `n`, `None` when `n` is outside the domain.
+    pub fn scramble(&self, n: u64) -> Option<u64> {
+        (n < self.limit).then(|| self.walk(n, |x| self.forward(x)))
+    }
+
+    /// The `n` that [`Scrambler::scramble`] maps to `id`, `None` when `id` is outside the domain.
+    pub fn unscramble(&self, id: u64) -> Option<u64> {
+        (id < self.limit).then(|| self.walk(id, |x| self.backward(x)))
+    }
+
+    /// Applies `step` until the value falls inside the domain (cycle-walking).
+    fn walk(&self, mut x: u64, step: impl Fn(u64) -> u64) -> u64 {
+        loop {
+            x = step(x);
+            if x < self.limit {
+                return x;
+            }
+        }
+    }
+
+    fn mask(&self) -> u64 {
+        (1u64 << self.half_bits) - 1
+    }
+
+    fn forward(&self, x: u64) -> u64 {
+        let mask = self.mask();
+        let (mut left, mut right) = (x >> self.half_bits, x & mask);
+        for key in self.round_keys {
+            (left, right) = (right, left ^ (round(key, right) & mask));
+        }
+        (left << self.half_bits) | right
+    }
+
+    fn backward(&self, x: u64) -> u64 {
+        let mask = self.mask();
+        let (mut left, mut right) = (x >> self.half_bits, x & mask);
+        for key in self.round_keys.iter().rev() {
+            (left, right) = (right ^ (round(*key, left) & mask), left);
+        }
+        (left << self.half_bits) | right
+    }
+}
+
+/// The round function: the half, keyed, through a 64-bit mixer.
+fn round(key: u64, half: u64) -> u64 {
+    mix(half ^ key)
+}
+
+/// SplitMix64's finalizer: every input bit moves about half of the output bits.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The short string form: digits and capitals without I, L, O and U (Crockford's base 32), read
+/// back case-insensitively.
+pub const SHORT_ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/// Fixed-length strings for the values of one domain `[0, limit)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShortForm {
+    len: usize,
+    limit: u64,
+}
+
+impl ShortForm {
+    /// The form of `[0, limit)`: as many characters as the largest value needs (at least one).
+    pub fn new(limit: u64) -> ShortForm {
+        let mut len = 1;
+        let mut reach: u128 = 32;
+        while reach < u128::from(limit) {
+            reach *= 32;
+            len += 1;
+        }
+        ShortForm { len, limit }
+    }
+
+    /// How many characters every string of the form has.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the form has no characters (never: at least one).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `value` as a string of [`ShortForm::len`] characters, `None` outside the domain.
+    pub fn encode(&self, value: u64) -> Option<String> {
+        if value >= self.limit {
+            return None;
+        }
+        let mut chars = vec![SHORT_ALPHABET[0]; self.len];
+        let mut rest = value;
+        for slot in chars.iter_mut().rev() {
+            *slot = SHORT_ALPHABET[(rest % 32) as usize];
+            rest /= 32;
+        }
+        Some(chars.into_iter().map(char::from).collect())
+    }
+
+    /// The value a string of this form stands for; `None` for a wrong length, a character outside
+    /// the alphabet, or a value outside the domain.
+    pub fn decode(&self, text: &str) -> Option<u64> {
+        if text.len() != self.len {
+            return None;
+        }
+        let mut value: u64 = 0;
+        for byte in text.bytes() {
+            let digit = SHORT_ALPHABET.iter().position(|c| *c == byte.to_ascii_uppercase())?;
+            value = value.checked_mul(32)?.checked_add(digit as u64)?;
+        }
+        (value < self.limit).then_some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests;
