@@ -2,24 +2,15 @@
 //! ([`Forwarded`]) and what it answers, who a node is ([`Hello`]), and both ends of it. [`Peers`]
 //! is how a node reaches a peer (forward an operation, ask who answers at an address, read a
 //! clock); [`HttpPeers`] is the production implementation over `POST /raft/forward`,
-//! `POST /raft/hello` and `GET /v1/clock`, carrying this node's identity headers; [`routes`] is
-//! the receiving end of `/raft/forward` and `/raft/hello`. The in-process cluster tests implement
-//! [`Peers`] with their fault-injecting router instead.
+//! `POST /raft/hello` and `GET /v1/clock`, carrying this node's identity headers. The receiving
+//! end of `/raft/forward` and `/raft/hello` is the HTTP edge's (`api::forward`). The in-process
+//! cluster tests implement [`Peers`] with their fault-injecting router instead.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use leafraft_state::Node;
 use leafraft_state::NodeId;
 use raft::network::IdentityCheck;
@@ -28,7 +19,6 @@ use raft::network::Sender;
 use serde::Deserialize;
 use serde::Serialize;
 
-use crate::cluster::Cluster;
 use crate::error::Error;
 
 /// The path of the forwarding route on every node.
@@ -228,42 +218,6 @@ impl Peers for HttpPeers {
             let clock: Clock = response.json().await.ok()?;
             Some(clock.now_ms)
         })
-    }
-}
-
-/// `POST /raft/forward` and `POST /raft/hello`, answering with the local `cluster`: the
-/// receiving end of [`HttpPeers`]. The caller wraps them in the node's authentication and
-/// identity check.
-pub fn routes(cluster: Arc<Cluster>) -> Router {
-    Router::new()
-        .route(FORWARD_PATH, post(receive).layer(DefaultBodyLimit::max(MAX_FORWARD_BYTES)))
-        .route(HELLO_PATH, post(hello))
-        .with_state(cluster)
-}
-
-/// `POST /raft/hello` (empty body): this node's identity, cluster ID, whether it has a Raft
-/// state, and the members it knows, bincode-encoded.
-async fn hello(State(cluster): State<Arc<Cluster>>) -> Response {
-    match leafraft_state::codec::encode(&cluster.hello_answer()) {
-        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode hello: {e}")).into_response(),
-    }
-}
-
-async fn receive(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
-    let op: Forwarded = match leafraft_state::codec::decode(&body) {
-        Ok(op) => op,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response(),
-    };
-    if let Forwarded::AddLearner { addr, .. } = &op {
-        if let Err(e) = check_addr(addr) {
-            return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response();
-        }
-    }
-    let reply: Result<ForwardedReply, ForwardError> = cluster.execute_forwarded(op).await;
-    match leafraft_state::codec::encode(&reply) {
-        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode reply: {e}")).into_response(),
     }
 }
 

@@ -6,7 +6,8 @@
 //!
 //! - this file: the handle, the operations callers use and the retry loop that takes each one to
 //!   the leader;
-//! - [`forward`]: the forwarding protocol, the [`Peers`] interface and both ends of it over HTTP;
+//! - [`forward`]: the forwarding protocol, the [`Peers`] interface and its sending end over HTTP
+//!   (the receiving end is the HTTP edge's, `api::forward`);
 //! - [`leader`]: what the leader does with each operation;
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
@@ -24,7 +25,7 @@
 mod attempt;
 mod catch_up;
 mod fence;
-mod forward;
+pub mod forward;
 mod incarnations;
 mod lane;
 mod leader;
@@ -51,7 +52,6 @@ use tokio::time::Instant;
 
 use self::attempt::Attempt;
 pub use self::forward::check_addr;
-pub use self::forward::routes as peer_routes;
 pub use self::forward::BoxFuture;
 pub use self::forward::ForwardError;
 pub use self::forward::ForwardResult;
