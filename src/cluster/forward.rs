@@ -18,6 +18,7 @@ use raft::network::PostError;
 use raft::network::Sender;
 use serde::Deserialize;
 use serde::Serialize;
+use tokio::time::Instant;
 
 use crate::error::Error;
 
@@ -150,6 +151,16 @@ pub trait Peers: Send + Sync + 'static {
         expected: Option<(NodeId, u64)>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Hello, HelloError>>;
+}
+
+/// What serves the monotonic takes that reach this node while it leads
+/// (`Forwarded::TakeMonotonic` and `Forwarded::TakeMonotonicBatch`, its own clients' or a
+/// follower's): the monotonic service's sequencer (`monotonic::LeaderTakes`). `Cluster` hands
+/// them over and knows nothing of how they are served.
+pub trait TakeServer: Send + Sync + 'static {
+    /// Serves a take operation by `deadline`; `ForwardError::NotLeader` when this node turns out
+    /// not to lead.
+    fn execute(&self, op: Forwarded, deadline: Instant) -> BoxFuture<'_, Result<ForwardedReply, ForwardError>>;
 }
 
 /// [`Peers`] over HTTP: bincode to `/raft/forward` and `/raft/hello` with this node's identity

@@ -11,9 +11,8 @@
 //! - [`leader`]: what the leader does with each operation;
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
-//! - [`monotonic`]: monotonic takes as any node asks for them; [`sequencer`]: how the leader
-//!   serves them, in real-time order ([`lane`]: how its ranges are cut); [`take_batcher`]: how a
-//!   follower batches the takes it forwards;
+//! - [`sequencer`]: how the leader serves monotonic takes, in real-time order ([`lane`]: how its
+//!   ranges are cut), for the monotonic service (`crate::monotonic`), which owns it;
 //! - [`readiness`]: whether this node may serve;
 //! - [`status`]: the `/v1/cluster` view;
 //! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
@@ -30,18 +29,15 @@ mod incarnations;
 mod lane;
 mod leader;
 mod membership;
-mod monotonic;
 mod readiness;
 mod removal;
 mod retry;
-mod sequencer;
+pub(crate) mod sequencer;
 mod status;
-mod take_batcher;
 pub mod versions;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use leafraft_state::typ;
@@ -62,6 +58,7 @@ pub use self::forward::HelloError;
 pub use self::forward::HttpPeers;
 pub use self::forward::MonotonicTake;
 pub use self::forward::Peers;
+use self::forward::TakeServer;
 pub use self::incarnations::record_unknown_incarnations;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
@@ -105,10 +102,8 @@ pub struct Cluster {
     /// Latched by [`Cluster::catch_up`] once one linearizable read has completed since start; set
     /// from the start when the store is new.
     caught_up: AtomicBool,
-    /// Started on the first monotonic take this node serves as leader.
-    sequencer: OnceLock<sequencer::Sequencer>,
-    /// Started on the first monotonic take this node forwards in a batch.
-    take_batcher: OnceLock<take_batcher::TakeBatcher>,
+    /// Serves the monotonic takes that reach this node while it leads (the monotonic service).
+    takes: Arc<dyn TakeServer>,
     /// Whether this node knows it is no longer a member (`removal`).
     removal: removal::Removal,
     /// `--hold-cluster-version` on this node: nothing waits for the version to rise.
@@ -123,6 +118,7 @@ impl Cluster {
         peers: Arc<dyn Peers>,
         timeouts: Timeouts,
         identity: Arc<IdentityCheck>,
+        takes: Arc<dyn TakeServer>,
     ) -> Cluster {
         // A store created by this start has answered nothing before: nothing to catch up with.
         let caught_up = AtomicBool::new(store.created_at_open());
@@ -136,8 +132,7 @@ impl Cluster {
             identity,
             has_been_ready: AtomicBool::new(false),
             caught_up,
-            sequencer: OnceLock::new(),
-            take_batcher: OnceLock::new(),
+            takes,
             removal: removal::Removal::default(),
             version_held: AtomicBool::new(false),
         }
@@ -223,10 +218,10 @@ impl Cluster {
         self.read(|state| state.tags.get(tag).map(|record| record.mode))
     }
 
-    fn sequencer(&self) -> &sequencer::Sequencer {
-        self.sequencer.get_or_init(|| {
-            sequencer::Sequencer::start(self.raft.clone(), self.store.state_machine.clone(), self.write_timeout)
-        })
+    /// Runs `op`, which may be sent twice, on the leader wherever it is (a monotonic take: IDs of
+    /// an answer nobody receives are a gap), within the write timeout.
+    pub async fn on_leader(&self, op: Forwarded) -> Result<ForwardedReply, Error> {
+        self.submit(op, Resend::Allowed, self.write_timeout).await
     }
 
     /// Waits until this replica has applied everything committed before the call (read index
