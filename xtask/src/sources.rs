@@ -160,7 +160,7 @@ pub fn engine_installers(root: &Path) -> Scan {
         root,
         "",
         &["SegmentBuffer::new", "Generator::new", ".install_next(", "RangeHolder::new", ".install_range("],
-        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq/mod.rs", "timeseq/claims.rs"],
+        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq.rs", "timeseq/claims.rs"],
         "an engine fed outside the ID services",
     )
 }
