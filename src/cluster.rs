@@ -11,8 +11,6 @@
 //! - [`leader`]: what the leader does with each operation;
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
-//! - [`sequencer`]: how the leader serves monotonic takes, in real-time order ([`lane`]: how its
-//!   ranges are cut), for the monotonic service (`crate::monotonic`), which owns it;
 //! - [`readiness`]: whether this node may serve;
 //! - [`status`]: the `/v1/cluster` view;
 //! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
@@ -21,19 +19,17 @@
 //! applying it twice is harmless (a second claim only burns IDs; creates and updates are
 //! idempotent). `ReleaseSegment` is submitted exactly once: see `leafraft_state::Request::ReleaseSegment`.
 
-mod attempt;
+pub(crate) mod attempt;
 mod catch_up;
 mod fence;
 pub mod forward;
 mod handle;
 mod incarnations;
-mod lane;
 mod leader;
 mod membership;
 mod readiness;
 mod removal;
 mod retry;
-pub(crate) mod sequencer;
 mod status;
 pub mod versions;
 

@@ -6,10 +6,12 @@
 //!   every one; a follower forwards them, batched ([`take_batcher`]) once the cluster version
 //!   allows the batch message, one by one before; and [`LeaderTakes`], the leader's side, to
 //!   which `Cluster` hands every take that reaches this node while it leads;
-//! - `cluster::sequencer`: how the leader serves them, in real-time order (`cluster::lane`: how
-//!   its ranges are cut);
+//! - [`sequencer`]: how the leader serves them, in real-time order ([`lane`]: how its ranges are
+//!   cut);
 //! - [`take_batcher`]: how a follower batches the takes it forwards.
 
+mod lane;
+mod sequencer;
 mod take_batcher;
 
 use std::sync::Arc;
@@ -30,10 +32,10 @@ use crate::cluster::forward::Forwarded;
 use crate::cluster::forward::ForwardedReply;
 use crate::cluster::forward::MonotonicTake;
 use crate::cluster::forward::TakeServer;
-use crate::cluster::sequencer::Refused;
-use crate::cluster::sequencer::Sequencer;
 use crate::cluster::Cluster;
 use crate::error::Error;
+use crate::monotonic::sequencer::Refused;
+use crate::monotonic::sequencer::Sequencer;
 use crate::monotonic::take_batcher::BatchAnswer;
 use crate::monotonic::take_batcher::TakeBatcher;
 
