@@ -19,6 +19,7 @@ use crate::cluster::Cluster;
 use crate::cluster::Peers;
 use crate::cluster::Timeouts;
 use crate::metrics::Metrics;
+use crate::monotonic::LeaderTakes;
 use crate::segments::SegmentConfig;
 use crate::services::IdServices;
 use crate::snowflakes::SnowflakeConfig;
@@ -55,7 +56,15 @@ pub async fn assemble<T: Transport>(parts: Parts<T>) -> Result<Assembled, String
         parts;
     let amnesia = Arc::new(AmnesiaGuard::new(store.log.durability()));
     let raft = start_raft(node_id, raft_config, &store, transport, Some(Arc::clone(&amnesia))).await?;
-    let cluster = Arc::new(Cluster::new(node_id, raft.clone(), store, peers, timeouts, identity));
+    // The monotonic service's leader side, to which the cluster hands the takes it serves as leader.
+    let takes = Arc::new(LeaderTakes::new(
+        node_id,
+        raft.clone(),
+        store.state_machine.clone(),
+        Arc::clone(&peers),
+        timeouts.write,
+    ));
+    let cluster = Arc::new(Cluster::new(node_id, raft.clone(), store, peers, timeouts, identity, takes));
     let services = IdServices::new(&cluster, segments, snowflake, metrics);
     Ok(Assembled { raft, amnesia, cluster, services })
 }

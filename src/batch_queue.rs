@@ -2,7 +2,7 @@
 //! each batch's answers split back to the callers in order.
 //!
 //! The one mechanism behind the claim batcher (`claims`: a node's claims, one `ClaimBatch` entry)
-//! and a follower's monotonic takes (`cluster::take_batcher`: one forwarded request). Under load a
+//! and a follower's monotonic takes (`monotonic::take_batcher`: one forwarded request). Under load a
 //! batch holds what arrived while the previous one was answered. An item joins only a batch not
 //! sent yet, so an item submitted after another's answer came back goes in a later batch, sent
 //! after that answer: what real-time order of monotonic takes rests on.

@@ -12,7 +12,7 @@
 //! - [`cluster`]: `Cluster`, this node's handle on the Raft group: writes forwarded to the
 //!   leader, membership changes, reads, readiness.
 //! - [`api`]: the HTTP routes (`/v1/*`, health, `/raft/*`), translating to `Cluster` calls.
-//! - [`segments`], [`snowflakes`], [`timeseq`]: the ID services that feed the pure ID engines of
+//! - [`segments`], [`monotonic`], [`snowflakes`], [`timeseq`]: the ID services that feed the pure ID engines of
 //!   the `leafraft-ids` crate (segment double buffer, dynamic step, snowflake generator,
 //!   time-sequence layout and range holder; the client library shares it) with Raft-committed
 //!   claims and worker leases.
@@ -49,6 +49,7 @@ pub mod error;
 pub mod failstop;
 pub mod import;
 pub mod metrics;
+pub mod monotonic;
 pub mod node;
 #[cfg(feature = "planted")]
 pub mod planted;

@@ -30,6 +30,7 @@ use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
+use crate::monotonic::Monotonic;
 use leafraft_ids::segment::Switch;
 use leafraft_ids::IdRange;
 use leafraft_ids::SegmentBuffer;
@@ -133,6 +134,8 @@ struct LastClaim {
 
 pub struct Segments {
     cluster: Arc<Cluster>,
+    /// Serves the tags whose mode is monotonic.
+    monotonic: Arc<Monotonic>,
     /// Claims go through the node's batcher: refills that fall due together share an entry.
     claims: Arc<ClaimBatcher>,
     config: SegmentConfig,
@@ -150,12 +153,14 @@ pub struct Segments {
 impl Segments {
     pub fn new(
         cluster: Arc<Cluster>,
+        monotonic: Arc<Monotonic>,
         claims: Arc<ClaimBatcher>,
         config: SegmentConfig,
         metrics: Arc<Metrics>,
     ) -> Segments {
         Segments {
             cluster,
+            monotonic,
             claims,
             config,
             metrics,
@@ -175,7 +180,7 @@ impl Segments {
         }
         self.cluster.refuse_if_removed()?;
         if self.cluster.tag_mode(tag) == Some(TagMode::Monotonic) {
-            return self.cluster.take_monotonic(tag, count).await;
+            return self.monotonic.take(tag, count).await;
         }
         self.next_buffered_ids(tag, count).await
     }
@@ -244,7 +249,7 @@ impl Segments {
                     buffer.issued.fetch_add(count, Ordering::Relaxed);
                     return Ok(wanted.ranges);
                 }
-                Taken::Moved => return self.cluster.take_monotonic(tag, count).await,
+                Taken::Moved => return self.monotonic.take(tag, count).await,
                 Taken::Closed => {}
             }
             if self.stopping.load(Ordering::Relaxed) {
@@ -353,6 +358,11 @@ impl Segments {
         });
         self.buffers.insert(tag, buffer.clone());
         Ok(buffer)
+    }
+
+    /// The service of the monotonic tags, to which this one hands their takes.
+    pub fn monotonic(&self) -> &Arc<Monotonic> {
+        &self.monotonic
     }
 
     /// The node's claim batcher (its counts are on `/metrics`).

@@ -12,17 +12,20 @@ use crate::claims::ClaimBatcher;
 use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
+use crate::monotonic::Monotonic;
 use crate::segments::SegmentConfig;
 use crate::segments::Segments;
 use crate::snowflakes::SnowflakeConfig;
 use crate::snowflakes::Snowflakes;
 use crate::timeseq::Timeseq;
 
-/// Segments, snowflakes and time sequences, each fed by the same `Cluster`.
+/// Segments, monotonic tags, snowflakes and time sequences, each fed by the same `Cluster`.
 #[derive(Clone)]
 pub struct IdServices {
     pub metrics: Arc<Metrics>,
     pub segments: Arc<Segments>,
+    /// Monotonic tags (`Segments` hands it the tags of that mode).
+    pub monotonic: Arc<Monotonic>,
     pub snowflakes: Arc<Snowflakes>,
     pub timeseq: Arc<Timeseq>,
     /// The one queue segment refills and time-sequence claims are committed through, batched.
@@ -37,12 +40,14 @@ impl IdServices {
         metrics: Arc<Metrics>,
     ) -> IdServices {
         let claims = Arc::new(ClaimBatcher::start(cluster.clone()));
-        let segments = Arc::new(Segments::new(cluster.clone(), claims.clone(), segments, metrics.clone()));
+        let monotonic = Arc::new(Monotonic::new(cluster.clone()));
+        let segments =
+            Arc::new(Segments::new(cluster.clone(), monotonic.clone(), claims.clone(), segments, metrics.clone()));
         // One clock verdict, which snowflake's upkeep checks and time sequences read.
         let clock = Arc::new(ClockCheck::new(cluster.clone(), snowflake.max_skew));
         let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake, clock.clone()));
         let timeseq = Arc::new(Timeseq::new(cluster.clone(), claims.clone(), clock));
-        IdServices { metrics, segments, snowflakes, timeseq, claims }
+        IdServices { metrics, segments, monotonic, snowflakes, timeseq, claims }
     }
 
     /// Starts the upkeep of the snowflake worker (agree on the layout, acquire, extend) and of the

@@ -2,7 +2,7 @@
 //! from the `#[utoipa::path]` annotations that sit on the handlers themselves.
 //!
 //! `/raft/*` (Raft RPCs and forwarded writes between nodes, bincode bodies) is internal and left
-//! out on purpose. The test at the bottom derives the route list from `api/mod.rs` itself, so a
+//! out on purpose. The test at the bottom derives the route list from `src/api.rs` itself, so a
 //! route added there without an annotation listed in [`ApiDoc`] fails `cargo test`.
 //!
 //! Some answers are written by hand for speed (the ID lists); `api::schemas` describes them.

@@ -188,7 +188,7 @@ async fn monotonic_range(state: &AppState, tag: &str, count: u64) -> Result<IdRa
     if count == 0 || count > body::MAX_COUNT {
         return Err(Error::invalid(format!("count must be between 1 and {}, got {count}", body::MAX_COUNT)));
     }
-    state.cluster.take_monotonic_range(tag, count).await
+    state.segments.monotonic().take_range(tag, count).await
 }
 
 #[cfg(test)]

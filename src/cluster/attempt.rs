@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 
 /// The outcome of one attempt to run an operation on the node believed to lead.
-pub(super) enum Attempt {
+pub(crate) enum Attempt {
     /// That node is not the leader (the request may have been appended before it lost that).
     NotLeader,
     /// Nothing was sent.
@@ -34,7 +34,7 @@ impl Attempt {
 /// index a linearizable read must wait for. A leader just elected, or one whose followers answer
 /// late under load, can miss one round; a confirmation changes nothing, so it is asked again, a
 /// heartbeat later, until the deadline.
-pub(super) async fn confirm_leadership(raft: &raft::Raft, deadline: Instant) -> Result<Option<u64>, Attempt> {
+pub(crate) async fn confirm_leadership(raft: &raft::Raft, deadline: Instant) -> Result<Option<u64>, Attempt> {
     let heartbeat = Duration::from_millis(raft.config().heartbeat_interval);
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
@@ -55,7 +55,7 @@ pub(super) async fn confirm_leadership(raft: &raft::Raft, deadline: Instant) -> 
     }
 }
 
-pub(super) fn from_write_error(e: typ::RaftError<typ::ClientWriteError>) -> Attempt {
+pub(crate) fn from_write_error(e: typ::RaftError<typ::ClientWriteError>) -> Attempt {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Attempt::NotLeader,
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => Attempt::Failed(match e {

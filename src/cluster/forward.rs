@@ -3,23 +3,15 @@
 //! is how a node reaches a peer (forward an operation, ask who answers at an address, read a
 //! clock, read the vote it has saved); [`HttpPeers`] is the production implementation over
 //! `POST /raft/forward`, `POST /raft/hello`, `POST /raft/confirm` and `GET /v1/clock`, carrying
-//! this node's identity headers; [`routes`] is the receiving end of the three `/raft/` paths. The in-process cluster tests implement
-//! [`Peers`] with their fault-injecting router instead.
+//! this node's identity headers. The receiving end of the three `/raft/` paths is the HTTP
+//! edge's (`api::forward`). The in-process
+//! cluster tests implement [`Peers`] with their fault-injecting router instead.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::DefaultBodyLimit;
-use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
-use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use leafraft_state::typ;
 use leafraft_state::Node;
 use leafraft_state::NodeId;
@@ -28,8 +20,8 @@ use raft::network::PostError;
 use raft::network::Sender;
 use serde::Deserialize;
 use serde::Serialize;
+use tokio::time::Instant;
 
-use crate::cluster::Cluster;
 use crate::error::Error;
 
 /// The path of the forwarding route on every node.
@@ -175,6 +167,16 @@ pub trait Peers: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<Hello, HelloError>>;
 }
 
+/// What serves the monotonic takes that reach this node while it leads
+/// (`Forwarded::TakeMonotonic` and `Forwarded::TakeMonotonicBatch`, its own clients' or a
+/// follower's): the monotonic service's sequencer (`monotonic::LeaderTakes`). `Cluster` hands
+/// them over and knows nothing of how they are served.
+pub trait TakeServer: Send + Sync + 'static {
+    /// Serves a take operation by `deadline`; `ForwardError::NotLeader` when this node turns out
+    /// not to lead.
+    fn execute(&self, op: Forwarded, deadline: Instant) -> BoxFuture<'_, Result<ForwardedReply, ForwardError>>;
+}
+
 /// [`Peers`] over HTTP: bincode to `/raft/forward` and `/raft/hello` with this node's identity
 /// headers (checked on both sides), JSON from `/v1/clock`, on the process's one pooled
 /// `reqwest::Client`, with the cluster secret when there is one.
@@ -255,60 +257,6 @@ impl Peers for HttpPeers {
             let clock: Clock = response.json().await.ok()?;
             Some(clock.now_ms)
         })
-    }
-}
-
-/// `POST /raft/forward`, `POST /raft/hello` and `POST /raft/confirm`, answering with the local `cluster`: the
-/// receiving end of [`HttpPeers`]. The caller wraps them in the node's authentication and
-/// identity check.
-pub fn routes(cluster: Arc<Cluster>) -> Router {
-    Router::new()
-        .route(FORWARD_PATH, post(receive).layer(DefaultBodyLimit::max(MAX_FORWARD_BYTES)))
-        .route(HELLO_PATH, post(hello))
-        .route(CONFIRM_PATH, post(saved_vote))
-        .with_state(cluster)
-}
-
-/// `POST /raft/confirm` (body: the asking leader's vote): the vote this node has saved, read now.
-/// It answers no more than that: whether the read confirms the leader's term is the leader's
-/// judgement (`confirm`).
-async fn saved_vote(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
-    let leader: typ::Vote = match leafraft_state::codec::decode(&body) {
-        Ok(leader) => leader,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad confirm request: {e}")).into_response(),
-    };
-    if leader.leader_id.node_id == cluster.node_id() {
-        return (StatusCode::BAD_REQUEST, "the confirm request speaks for this node itself").into_response();
-    }
-    match leafraft_state::codec::encode(&cluster.saved_vote()) {
-        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode the saved vote: {e}")).into_response(),
-    }
-}
-
-/// `POST /raft/hello` (empty body): this node's identity, cluster ID, whether it has a Raft
-/// state, and the members it knows, bincode-encoded.
-async fn hello(State(cluster): State<Arc<Cluster>>) -> Response {
-    match leafraft_state::codec::encode(&cluster.hello_answer()) {
-        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode hello: {e}")).into_response(),
-    }
-}
-
-async fn receive(State(cluster): State<Arc<Cluster>>, body: Bytes) -> Response {
-    let op: Forwarded = match leafraft_state::codec::decode(&body) {
-        Ok(op) => op,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response(),
-    };
-    if let Forwarded::AddLearner { addr, .. } = &op {
-        if let Err(e) = check_addr(addr) {
-            return (StatusCode::BAD_REQUEST, format!("bad forwarded request: {e}")).into_response();
-        }
-    }
-    let reply: Result<ForwardedReply, ForwardError> = cluster.execute_forwarded(op).await;
-    match leafraft_state::codec::encode(&reply) {
-        Ok(bytes) => ([(CONTENT_TYPE, "application/octet-stream")], bytes).into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode reply: {e}")).into_response(),
     }
 }
 

@@ -11,8 +11,6 @@ use tokio::time::Instant;
 use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
-use crate::cluster::forward::MonotonicTake;
-use crate::cluster::sequencer::Refused;
 use crate::cluster::Cluster;
 use crate::cluster::ForwardError;
 use crate::cluster::Forwarded;
@@ -44,45 +42,14 @@ impl Cluster {
             Forwarded::PromoteVoter { node_id } => self.promote_as_leader(node_id, deadline).await,
             Forwarded::RemoveMember { node_id } => self.execute_remove_member(node_id, deadline).await,
             Forwarded::ReadIndex => self.execute_read_index(deadline).await,
-            Forwarded::TakeMonotonic { tag, count } => self.execute_take(&tag, count, deadline).await,
-            Forwarded::TakeMonotonicBatch { takes } => self.execute_take_batch(takes, deadline).await,
+            // The monotonic service's sequencer serves them; it confirms leadership per batch.
+            Forwarded::TakeMonotonic { .. } | Forwarded::TakeMonotonicBatch { .. } => {
+                self.takes.execute(op, deadline).await.map_err(|refused| match refused {
+                    ForwardError::NotLeader => Attempt::NotLeader,
+                    ForwardError::Failed(error) => Attempt::Failed(error),
+                })
+            }
             Forwarded::Applied { index, wait_ms } => Ok(self.execute_applied(index, wait_ms, deadline).await),
-        }
-    }
-
-    /// A follower's batch of takes goes to the sequencer as one unit: one confirmation for all of
-    /// them, cut in the order the follower sent them, each answered on its own.
-    async fn execute_take_batch(
-        &self,
-        takes: Vec<MonotonicTake>,
-        deadline: Instant,
-    ) -> Result<ForwardedReply, Attempt> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let taken = tokio::time::timeout(remaining, self.sequencer().take_batch(takes))
-            .await
-            .map_err(|_| Attempt::Failed(Error::no_leader("timed out; no ID of this request was handed out")))?;
-        match taken {
-            Ok(answers) => Ok(ForwardedReply::TakenBatch(
-                answers
-                    .into_iter()
-                    .map(|answer| answer.map(|ranges| ranges.iter().map(|r| (r.start, r.end)).collect()))
-                    .collect(),
-            )),
-            Err(Refused::NotLeader) => Err(Attempt::NotLeader),
-            Err(Refused::Failed(error)) => Err(Attempt::Failed(error)),
-        }
-    }
-
-    /// Monotonic IDs come from this leader's sequencer, which confirms leadership per batch.
-    async fn execute_take(&self, tag: &str, count: u64, deadline: Instant) -> Result<ForwardedReply, Attempt> {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        let taken = tokio::time::timeout(remaining, self.sequencer().take(tag, count))
-            .await
-            .map_err(|_| Attempt::Failed(Error::no_leader("timed out; no ID of this request was handed out")))?;
-        match taken {
-            Ok(ranges) => Ok(ForwardedReply::Taken(ranges.iter().map(|r| (r.start, r.end)).collect())),
-            Err(Refused::NotLeader) => Err(Attempt::NotLeader),
-            Err(Refused::Failed(error)) => Err(Attempt::Failed(error)),
         }
     }
 

@@ -19,7 +19,7 @@ use openraft::ServerState;
 use raft::network::identity::hex_id;
 use tokio::time::Instant;
 
-use super::Attempt;
+use super::attempt::Attempt;
 use super::Cluster;
 use super::ForwardedReply;
 use super::Hello;

@@ -13,10 +13,8 @@
 //! once. Neither affects what it holds or what any other node serves: being wrong costs this node
 //! its availability, never an ID. A configuration that lists it again (it was added back) undoes it.
 
-use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use leafraft_state::NodeId;
@@ -28,30 +26,6 @@ use crate::error::Error;
 const WATCH_INTERVAL: Duration = Duration::from_millis(500);
 /// How long without a known leader before the members are asked.
 const LEADERLESS_BEFORE_ASKING: Duration = Duration::from_secs(2);
-
-/// Why this node believes it is no longer a member, if it does.
-#[derive(Debug, Default)]
-pub struct Removal {
-    /// Read on every ID request, so an atomic beside the reason.
-    removed: AtomicBool,
-    reason: Mutex<Option<String>>,
-}
-
-impl Removal {
-    /// The reason, when this node was removed.
-    pub fn reason(&self) -> Option<String> {
-        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Records the verdict; answers whether it changed.
-    fn set(&self, reason: Option<String>) -> bool {
-        let mut current = self.reason.lock().unwrap_or_else(|p| p.into_inner());
-        let changed = current.is_some() != reason.is_some();
-        self.removed.store(reason.is_some(), Ordering::Relaxed);
-        *current = reason;
-        changed
-    }
-}
 
 impl Cluster {
     /// Whether this node knows it is no longer a member, with the reason.

@@ -94,7 +94,7 @@ impl Cluster {
     /// is known to run a release below `needed`: the leader raises the version within a check
     /// interval of hearing every member, so a new cluster's first requests are served, not
     /// refused.
-    pub(super) async fn await_cluster_version(&self, needed: Version, what: &str) -> Result<(), Error> {
+    pub async fn await_cluster_version(&self, needed: Version, what: &str) -> Result<(), Error> {
         if self.cluster_version() >= needed {
             return Ok(());
         }

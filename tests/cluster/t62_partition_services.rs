@@ -1,5 +1,5 @@
 //! A monotonic tag and time sequences under a partition: clients take IDs
-//! of a monotonic tag (each node's `Cluster::take_monotonic`) and time sequences (each node's
+//! of a monotonic tag (each node's `Monotonic::take`) and time sequences (each node's
 //! `Timeseq`) on every node while the leader is cut off in a minority, and after healing. The
 //! histories they record are judged by `leafraft-history`, the checkers the chaos runner runs: no
 //! ID twice, monotonic answers in real-time order, no time sequence twice.
@@ -89,7 +89,7 @@ async fn next_node(nodes: &fixtures::cluster::Nodes, round: &mut u64) -> Option<
 }
 
 /// `n_clients` clients taking 3 IDs of `TAG` through every running node's
-/// `Cluster::take_monotonic` in turn, recording each answered take (also in the oracle).
+/// `Monotonic::take` in turn, recording each answered take (also in the oracle).
 fn spawn_takers(cluster: &TestCluster, n_clients: u64, histories: &Arc<Histories>) -> Vec<JoinHandle<()>> {
     (0..n_clients)
         .map(|client| {
@@ -99,7 +99,7 @@ fn spawn_takers(cluster: &TestCluster, n_clients: u64, histories: &Arc<Histories
                 while !histories.stop.load(SeqCst) {
                     let Some((node, running)) = next_node(&nodes, &mut round).await else { continue };
                     let sent = Instant::now();
-                    match tokio::time::timeout(REQUEST_LIMIT, running.cluster.take_monotonic(TAG, 3)).await {
+                    match tokio::time::timeout(REQUEST_LIMIT, running.monotonic.take(TAG, 3)).await {
                         Ok(Ok(ranges)) => {
                             let ids: Vec<(u64, u64)> = ranges.iter().map(|r| (r.start, r.end)).collect();
                             oracle.record_served(TAG, &ids);

@@ -65,7 +65,7 @@ fn spawn_client(
         for round in 0..TAKES_PER_CLIENT {
             let sent = Instant::now();
             let ids: Vec<(u64, u64)> = if (client + round).is_multiple_of(RANGE_EVERY) {
-                let range = running.cluster.take_monotonic_range(TAG, RANGE_COUNT).await.expect("a range");
+                let range = running.monotonic.take_range(TAG, RANGE_COUNT).await.expect("a range");
                 assert_eq!(range.len(), RANGE_COUNT, "one range of the count asked for: {range:?}");
                 vec![(range.start, range.end)]
             } else {
@@ -88,7 +88,7 @@ fn spawn_missing_tag_takes(
     let running = cluster.running(follower);
     tokio::spawn(async move {
         for _ in 0..TAKES_PER_CLIENT {
-            let answer = running.cluster.take_monotonic("no-such-tag", 1).await;
+            let answer = running.monotonic.take("no-such-tag", 1).await;
             assert_eq!(answer.map_err(|e| e.code), Err(ErrorCode::TagNotFound));
             failed.fetch_add(1, SeqCst);
         }

@@ -1,5 +1,5 @@
 //! `GET /openapi.json` on a running node: every documented operation is really routed, and
-//! answers with a status the document lists for it. (That every route of `api/mod.rs` is
+//! answers with a status the document lists for it. (That every route of `src/api.rs` is
 //! documented is the unit test in `src/api/openapi.rs`.)
 
 use std::time::Duration;

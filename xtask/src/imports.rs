@@ -474,6 +474,89 @@ impl Crate {
     }
 }
 
+impl Crate {
+    /// Every resolved (module, module it names) pair of code that is not test-only, with the
+    /// written path's module for messages.
+    fn named(&self) -> Vec<(ModPath, ModPath)> {
+        let mut pairs = Vec::new();
+        for (from, module) in self.modules.iter().filter(|(_, module)| !module.test_only) {
+            for written in &module.paths {
+                if let Some(to) = self.resolve(from, written, 0) {
+                    pairs.push((from.clone(), to));
+                }
+            }
+        }
+        pairs
+    }
+
+    /// The import graph with each parent's own code as one more node beside its children
+    /// ([`own_code`]): at every level, the children and the parent's own code, with the edges
+    /// among them. An item a parent only re-exports (`pub use child::X`) is the child's, not
+    /// the parent's.
+    pub fn level_edges(&self) -> BTreeSet<(ModPath, ModPath)> {
+        let mut edges = BTreeSet::new();
+        for (from, to) in self.named() {
+            if from == to {
+                continue;
+            }
+            let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            let end = |path: &ModPath| if path.len() == common { own_code(path) } else { path[..=common].to_vec() };
+            edges.insert((end(&from), end(&to)));
+        }
+        edges
+    }
+}
+
+/// The node that stands for the own code of `module` (its file without its children) among its
+/// children: `module` with the segment `(own code)` added.
+pub fn own_code(module: &ModPath) -> ModPath {
+    let mut node = module.clone();
+    node.push(OWN_CODE.to_string());
+    node
+}
+
+const OWN_CODE: &str = "(own code)";
+
+/// The modules that import their parent back: a module (or anything under it) names an item
+/// defined in its parent's own code, while that code, directly or through siblings, names the
+/// module. Each as `child -> parent -> .. -> child`.
+pub fn parents_imported_back(krate: &Crate) -> Vec<Vec<ModPath>> {
+    let edges = krate.level_edges();
+    let mut found = Vec::new();
+    for (child, parent) in edges.iter().filter(|(_, to)| to.last().is_some_and(|last| last == OWN_CODE)) {
+        if let Some(mut path) = path_between(&edges, parent, child) {
+            path.insert(0, child.clone());
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// A path from `from` to `to` in the graph of `edges` (both ends included), breadth first.
+fn path_between(edges: &BTreeSet<(ModPath, ModPath)>, from: &ModPath, to: &ModPath) -> Option<Vec<ModPath>> {
+    let mut came_from: BTreeMap<&ModPath, &ModPath> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    while let Some(node) = queue.pop_front() {
+        if node == to {
+            let mut path = vec![to.clone()];
+            let mut at = to;
+            while let Some(previous) = came_from.get(at) {
+                path.push((*previous).clone());
+                at = previous;
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for (_, next) in edges.range((node.clone(), Vec::new())..).take_while(|(f, _)| f == node) {
+            if next != from && !came_from.contains_key(next) {
+                came_from.insert(next, node);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
 /// The first cycle in the directed graph of `edges`, as the modules along it.
 pub fn find_cycle(edges: &BTreeSet<(ModPath, ModPath)>) -> Option<Vec<ModPath>> {
     let mut graph: BTreeMap<&ModPath, Vec<&ModPath>> = BTreeMap::new();
@@ -508,9 +591,16 @@ pub fn find_cycle(edges: &BTreeSet<(ModPath, ModPath)>) -> Option<Vec<ModPath>> 
     nodes.into_iter().find_map(|node| visit(node, &graph, &mut Vec::new(), &mut done))
 }
 
-/// `crate::a::b` for messages.
+/// `crate::a::b` for messages (a parent's own code is `crate::a::b (own code)`).
 pub fn display(path: &ModPath) -> String {
-    std::iter::once("crate").chain(path.iter().map(String::as_str)).collect::<Vec<_>>().join("::")
+    let own = path.last().is_some_and(|last| last == OWN_CODE);
+    let module = if own { &path[..path.len() - 1] } else { &path[..] };
+    let name = std::iter::once("crate").chain(module.iter().map(String::as_str)).collect::<Vec<_>>().join("::");
+    if own {
+        format!("{name} {OWN_CODE}")
+    } else {
+        name
+    }
 }
 
 /// The root files of every crate of the workspace (libraries, binaries, integration tests,
@@ -561,6 +651,76 @@ pub fn import_cycles(root: &Path) -> Scan {
                 path.join(" -> ")
             ));
         }
+    }
+    let mut scan = scan.into_inner();
+    scan.violations = violations;
+    scan
+}
+
+/// The parents whose children still import them back, as `crate root file: module`, when this
+/// check came: this list may only shrink. The service's root, `cluster` and `monotonic` are not
+/// on it.
+const PARENTS_IMPORTED_BACK: [&str; 21] = [
+    "benches/claims.rs: crate::fixtures",
+    "raft/src/lib.rs: crate",
+    "raft/src/lib.rs: crate::network",
+    "src/lib.rs: crate::api",
+    "src/lib.rs: crate::api::status",
+    "src/lib.rs: crate::bootstrap",
+    "src/lib.rs: crate::cli",
+    "src/lib.rs: crate::cli::args",
+    "src/lib.rs: crate::cli::commands",
+    "src/lib.rs: crate::config",
+    "src/lib.rs: crate::connections",
+    "src/lib.rs: crate::metrics",
+    "src/lib.rs: crate::recover",
+    "src/lib.rs: crate::segments",
+    "src/lib.rs: crate::tls",
+    "state/src/lib.rs: crate",
+    "storage/src/lib.rs: crate",
+    "tests/cluster/main.rs: crate::fixtures",
+    "tools/src/bin/leafraft-chaos/main.rs: crate::checker",
+    "tools/src/bin/leafraft-chaos/main.rs: crate::faults",
+    "xtask/src/lib.rs: crate",
+];
+
+/// No module of any crate of the workspace imports its parent back (see
+/// [`parents_imported_back`]): a parent's own code and its children form a DAG too, so a walk
+/// down the tree never has to climb back into a file it came through. The parents listed in
+/// [`PARENTS_IMPORTED_BACK`] are known; a parent that leaves the list must not return.
+pub fn parents_imported(root: &Path) -> Scan {
+    parents_imported_with(root, &PARENTS_IMPORTED_BACK)
+}
+
+/// [`parents_imported`] with `known` as the list of parents still imported back.
+pub fn parents_imported_with(root: &Path, known: &[&str]) -> Scan {
+    let scan = std::cell::RefCell::new(Scan::default());
+    let mut violations = Vec::new();
+    let mut parents = BTreeSet::new();
+    for crate_root in workspace_crate_roots(root) {
+        let read = |path: &Path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            scan.borrow_mut().read(&text);
+            Some(text)
+        };
+        let krate = load_crate(&crate_root, &read);
+        let rel = crate::relative(root, &crate_root);
+        for path in parents_imported_back(&krate) {
+            let parent = &path[1][..path[1].len() - 1];
+            let key = format!("{rel}: {}", display(&parent.to_vec()));
+            if !known.contains(&key.as_str()) {
+                let shown: Vec<String> = path.iter().map(display).collect();
+                violations.push(format!(
+                    "{rel}: {} imports its parent back: {} (move what both need out of the parent's own code)",
+                    shown[0],
+                    shown.join(" -> ")
+                ));
+            }
+            parents.insert(key);
+        }
+    }
+    for gone in known.iter().filter(|key| !parents.contains(**key)) {
+        violations.push(format!("{gone}: no child imports it back now: remove it from the list in xtask"));
     }
     let mut scan = scan.into_inner();
     scan.violations = violations;

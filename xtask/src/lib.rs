@@ -9,9 +9,11 @@
 //!
 //! # Layout
 //! - [`sources`]: checks on the text of source files (doc comments, sizes, who reads the clock,
-//!   who sees clap, sled or the engines, unwraps on request paths, purity of state and history).
+//!   who sees clap, sled or the engines, unwraps on request paths, purity of state and history,
+//!   re-exports of another workspace crate).
 //! - [`manifests`]: checks on `Cargo.toml` files and on `cargo metadata`'s dependency graph.
-//! - [`imports`]: the module import graph of every crate, and the cycle check on it.
+//! - [`imports`]: the module import graph of every crate, the cycle check on it and the check
+//!   that no module imports its parent back.
 //! - [`citations`]: documents and code cite the repository's own contract (`docs/`), and every
 //!   `docs/*.md#anchor` they cite exists.
 
@@ -77,6 +79,8 @@ pub const CHECKS: &[Check] = &[
     Check { name: "crate_layers", run: manifests::crate_layers, min_files: 5, min_lines: 80 },
     Check { name: "linked_crates", run: manifests::linked_crates, min_files: 100, min_lines: 300 },
     Check { name: "import_cycles", run: imports::import_cycles, min_files: 300, min_lines: 50_000 },
+    Check { name: "parents_imported", run: imports::parents_imported, min_files: 300, min_lines: 50_000 },
+    Check { name: "foreign_reexports", run: sources::foreign_reexports, min_files: 200, min_lines: 40_000 },
     Check { name: "citations", run: citations::citations, min_files: 300, min_lines: 50_000 },
 ];
 

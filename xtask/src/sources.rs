@@ -160,7 +160,7 @@ pub fn engine_installers(root: &Path) -> Scan {
         root,
         "",
         &["SegmentBuffer::new", "Generator::new", ".install_next(", "RangeHolder::new", ".install_range("],
-        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq/mod.rs", "timeseq/claims.rs"],
+        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq.rs", "timeseq/claims.rs"],
         "an engine fed outside the ID services",
     )
 }
@@ -279,4 +279,49 @@ pub fn history_pure(root: &Path) -> Scan {
         ["std::fs", "std::io", "std::net", "std::process", "std::env", "std::thread", "Instant", "SystemTime"];
     report(&mut scan, &code, &forbidden, "the history checkers trust nothing but their records");
     scan
+}
+
+/// No crate re-exports another workspace crate's items (`pub use leafraft_state::Request`): each
+/// crate imports what it uses from the crate that defines it, so a name has one home.
+pub fn foreign_reexports(root: &Path) -> Scan {
+    let mut scan = Scan::default();
+    let members = crate::workspace_members(root);
+    let crates: Vec<String> = members
+        .iter()
+        .filter_map(|member| {
+            let manifest = crate::manifest(root, &format!("{member}/Cargo.toml"));
+            let lib = manifest.get("lib").and_then(|lib| lib.get("name")).and_then(|name| name.as_str());
+            let package = manifest.get("package").and_then(|p| p.get("name")).and_then(|name| name.as_str());
+            lib.or(package).map(|name| name.replace('-', "_"))
+        })
+        .collect();
+    for package in std::iter::once(String::new()).chain(members) {
+        let dir = if package.is_empty() { "src".to_string() } else { format!("{package}/src") };
+        for (rel, text) in rust_files(root, &dir) {
+            scan.read(&text);
+            let code = crate::imports::blank_comments_and_literals(&text);
+            for (number, line) in code.lines().enumerate() {
+                let Some(tree) = reexported_tree(line) else { continue };
+                let first = tree.trim_start_matches(':').trim_start_matches('{').trim_start();
+                let first: String = first.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if crates.contains(&first) {
+                    scan.violations.push(format!(
+                        "{rel}:{}: re-exports the workspace crate {first}: import it from there instead",
+                        number + 1
+                    ));
+                }
+            }
+        }
+    }
+    scan
+}
+
+/// What follows `pub use` or `pub(..) use` at the start of `line`.
+fn reexported_tree(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("pub")?;
+    let rest = match rest.strip_prefix('(') {
+        Some(restricted) => &restricted[restricted.find(')')? + 1..],
+        None => rest,
+    };
+    rest.trim_start().strip_prefix("use ")
 }

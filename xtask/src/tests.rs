@@ -57,6 +57,16 @@ fn plant(name: &str, root: &Path) {
             write(root, "src/a.rs", "//! x\nuse crate::b::B;\npub struct A;\n");
             write(root, "src/b.rs", "//! x\npub struct B;\nfn f(_: crate::a::A) {}\n");
         }
+        "parents_imported" => {
+            write(root, "src/lib.rs", "//! x\nmod cluster;\n");
+            write(root, "src/cluster.rs", "//! x\nmod forward;\npub struct Cluster;\nfn f() { forward::send(); }\n");
+            write(root, "src/cluster/forward.rs", "//! x\nuse super::Cluster;\npub fn send() {}\n");
+        }
+        "foreign_reexports" => {
+            write(root, "Cargo.toml", "[workspace]\nmembers = [\"state\"]\n");
+            write(root, "state/Cargo.toml", "[package]\nname = \"leafraft-state\"\n");
+            write(root, "src/lib.rs", "//! x\npub use leafraft_state::Request;\n");
+        }
         "citations" => {
             let outside = crate::citations::OUTSIDE_DOCUMENT;
             write(root, "README.md", &format!("As {outside}.md says, and docs/api.md{}.\n", "#no-such-section"));
@@ -126,4 +136,41 @@ fn test_code_is_told_apart_by_its_path_in_the_checkout() {
     assert!(crate::is_test_file("tests/e2e/harness.rs"));
     assert!(!crate::is_test_file("state/src/state_machine.rs"));
     assert!(!crate::is_test_file("src/attestation.rs"));
+}
+
+#[test]
+fn the_planted_parent_imported_back_is_named_and_a_known_parent_must_stay_known() {
+    let dir = checkout();
+    plant("parents_imported", dir.path());
+    let scan = crate::imports::parents_imported_with(dir.path(), &[]);
+    assert_eq!(
+        scan.violations,
+        ["src/lib.rs: crate::cluster::forward imports its parent back: crate::cluster::forward -> crate::cluster \
+          (own code) -> crate::cluster::forward (move what both need out of the parent's own code)"]
+    );
+    // Listed, the same parent passes; a listed parent nobody imports back must leave the list.
+    let known = ["src/lib.rs: crate::cluster"];
+    assert_eq!(crate::imports::parents_imported_with(dir.path(), &known).violations, Vec::<String>::new());
+    let stale = ["src/lib.rs: crate::cluster", "src/lib.rs: crate::api"];
+    let scan = crate::imports::parents_imported_with(dir.path(), &stale);
+    assert_eq!(
+        scan.violations,
+        ["src/lib.rs: crate::api: no child imports it back now: remove it from the list in xtask"]
+    );
+}
+
+#[test]
+fn the_planted_foreign_reexport_is_named_and_own_reexports_pass() {
+    let dir = checkout();
+    plant("foreign_reexports", dir.path());
+    write(
+        dir.path(),
+        "state/src/lib.rs",
+        "//! x\nmod request;\npub use request::Request;\npub(crate) use leafraft_state_helpers::X;\n",
+    );
+    let scan = crate::sources::foreign_reexports(dir.path());
+    assert_eq!(
+        scan.violations,
+        ["src/lib.rs:2: re-exports the workspace crate leafraft_state: import it from there instead"]
+    );
 }

@@ -8,10 +8,10 @@ use super::*;
 
 const METHODS: [&str; 7] = ["get", "post", "put", "patch", "delete", "head", "options"];
 
-/// `(method, path)` of every `.route(PATH, METHOD(handler)...)` in `api/mod.rs` (also
+/// `(method, path)` of every `.route(PATH, METHOD(handler)...)` in `src/api.rs` (also
 /// `axum::routing::METHOD(...)` and chains like `get(a).post(b)`), `/raft/*` left out.
 fn routes_in_router_source() -> BTreeSet<(String, String)> {
-    let source = include_str!("../mod.rs");
+    let source = include_str!("../../api.rs");
     let mut routes = BTreeSet::new();
     let mut rest = source;
     while let Some(at) = rest.find(".route(") {
@@ -80,8 +80,8 @@ fn every_routed_path_and_method_is_documented_and_nothing_else() {
     let documented = operations(&document_json());
     let undocumented: Vec<_> = routed.difference(&documented).collect();
     let unrouted: Vec<_> = documented.difference(&routed).collect();
-    assert!(undocumented.is_empty(), "routes in api/mod.rs missing from /openapi.json: {undocumented:?}");
-    assert!(unrouted.is_empty(), "operations in /openapi.json that api/mod.rs does not route: {unrouted:?}");
+    assert!(undocumented.is_empty(), "routes in src/api.rs missing from /openapi.json: {undocumented:?}");
+    assert!(unrouted.is_empty(), "operations in /openapi.json that src/api.rs does not route: {unrouted:?}");
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use super::display;
 use super::find_cycle;
 use super::load_crate;
+use super::parents_imported_back;
 use super::Crate;
 
 /// A crate from `(file, text)` pairs, rooted at `lib.rs`.
@@ -95,4 +96,58 @@ fn path_attributes_and_mod_rs_children_are_followed() {
         ("y/z.rs", "fn f() { crate::x::h(); }\n"),
     ]);
     assert_eq!(found.as_deref(), Some("crate::x -> crate::y -> crate::x"));
+}
+
+/// Every module that imports its parent back, as the check reports the way round.
+fn parents_back(files: &[(&str, &str)]) -> Vec<String> {
+    parents_imported_back(&synthetic(files))
+        .iter()
+        .map(|path| path.iter().map(display).collect::<Vec<_>>().join(" -> "))
+        .collect()
+}
+
+#[test]
+fn a_planted_child_that_imports_its_parent_back_fails_the_check() {
+    let found = parents_back(&[
+        ("lib.rs", "mod cluster;\n"),
+        ("cluster.rs", "mod forward;\npub struct Cluster;\nfn f() { forward::send(); }\n"),
+        ("cluster/forward.rs", "use super::Cluster;\npub fn send() {}\n"),
+    ]);
+    assert_eq!(found, ["crate::cluster::forward -> crate::cluster (own code) -> crate::cluster::forward"],);
+}
+
+#[test]
+fn a_parent_that_reaches_its_child_through_a_sibling_is_seen_from_a_grandchild() {
+    // cluster's own code names retry, retry names forward, forward::http names cluster's own code.
+    let found = parents_back(&[
+        ("lib.rs", "mod cluster;\n"),
+        ("cluster/mod.rs", "mod forward;\nmod retry;\npub struct Cluster;\nfn f() { retry::again(); }\n"),
+        ("cluster/retry.rs", "pub fn again() { super::forward::send(); }\n"),
+        ("cluster/forward.rs", "mod http;\npub fn send() {}\n"),
+        ("cluster/forward/http.rs", "fn f(_: crate::cluster::Cluster) {}\n"),
+    ]);
+    assert_eq!(
+        found,
+        ["crate::cluster::forward -> crate::cluster (own code) -> crate::cluster::retry -> crate::cluster::forward"],
+    );
+}
+
+#[test]
+fn a_parent_that_only_declares_and_re_exports_its_children_is_not_imported_back() {
+    // The handle lives in a child; the parent re-exports it; a sibling names it through the
+    // parent's path: that is an edge between siblings, and the parent's own code names nobody.
+    let found = parents_back(&[
+        ("lib.rs", "mod cluster;\n"),
+        ("cluster.rs", "mod handle;\nmod leader;\npub use handle::Cluster;\n"),
+        ("cluster/handle.rs", "pub struct Cluster;\n"),
+        ("cluster/leader.rs", "use crate::cluster::Cluster;\nimpl Cluster { fn lead(&self) {} }\n"),
+    ]);
+    assert_eq!(found, Vec::<String>::new());
+    // A child may use its parent's own items when the parent names none of the child's.
+    let found = parents_back(&[
+        ("lib.rs", "mod api;\n"),
+        ("api.rs", "mod tags;\npub struct AppState;\n"),
+        ("api/tags.rs", "use super::AppState;\nfn f(_: AppState) {}\n"),
+    ]);
+    assert_eq!(found, Vec::<String>::new());
 }

@@ -40,12 +40,12 @@ use tokio::time::Instant;
 
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
-use crate::cluster::confirm::Confirmer;
 use crate::cluster::forward::MonotonicTake;
-use crate::cluster::lane::shortfall;
-use crate::cluster::lane::Lane;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use crate::monotonic::confirm::Confirmer;
+use crate::monotonic::lane::shortfall;
+use crate::monotonic::lane::Lane;
 use leafraft_ids::step::Bounds;
 use leafraft_ids::IdRange;
 use leafraft_ids::StepPolicy;

@@ -52,7 +52,7 @@ struct Round {
 }
 
 /// Confirms this leader's term for the sequencer's batches.
-pub(super) struct Confirmer {
+pub(crate) struct Confirmer {
     node_id: NodeId,
     raft: Raft,
     peers: Arc<dyn Peers>,
@@ -61,13 +61,13 @@ pub(super) struct Confirmer {
 }
 
 impl Confirmer {
-    pub(super) fn new(node_id: NodeId, raft: Raft, peers: Arc<dyn Peers>) -> Confirmer {
+    pub(crate) fn new(node_id: NodeId, raft: Raft, peers: Arc<dyn Peers>) -> Confirmer {
         Confirmer { node_id, raft, peers, order: Mutex::new(Vec::new()) }
     }
 
     /// Returns once a quorum confirmed this node's leadership in `term` after the call; refuses
     /// with `NotLeader` when it no longer leads in `term`.
-    pub(super) async fn confirm(&self, term: u64, deadline: Instant) -> Result<(), Attempt> {
+    pub(crate) async fn confirm(&self, term: u64, deadline: Instant) -> Result<(), Attempt> {
         let node_id = self.node_id;
         let round = self
             .raft

@@ -7,6 +7,7 @@ mod auth;
 mod backup;
 mod body;
 mod cluster;
+mod forward;
 mod gate;
 mod health;
 mod import;
@@ -132,7 +133,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
 
 /// `/raft/*`: the Raft RPCs, forwarded writes and `hello`, each behind the identity check.
 fn peer_routes(state: AppState) -> Router {
-    crate::cluster::peer_routes(state.cluster.clone())
+    forward::routes(state.cluster.clone())
         .merge(raft::network::routes(state.cluster.raft().clone(), state.amnesia.clone()))
         .route_layer(axum::middleware::from_fn_with_state(state, peer::check_identity))
 }

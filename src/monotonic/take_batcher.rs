@@ -8,7 +8,7 @@
 //! yet. So the later take's batch reaches the leader after the earlier one was cut, and the
 //! leader's sequencer (or a newer leader, above every range of the older) cuts it higher.
 //!
-//! One driver task per node does the sending (`cluster::monotonic::ThroughLeader` in production);
+//! One driver task per node does the sending (`monotonic::ThroughLeader` in production);
 //! it ends when the batcher is dropped.
 
 use crate::batch_queue::BatchQueue;
@@ -40,5 +40,4 @@ fn wire_bytes(take: &MonotonicTake) -> usize {
 }
 
 #[cfg(test)]
-#[path = "take_batcher_tests.rs"]
 mod tests;

@@ -1,47 +1,11 @@
-//! `Cluster`: this node's handle on the Raft group.
-//!
-//! It proposes writes (forwarded to the leader when this node is not it), changes the membership,
-//! answers reads of the replicated state and says whether this node is ready. Every write any
-//! node accepts ends up here; `api` only translates HTTP.
-//!
-//! - this file: the handle, the operations callers use and the retry loop that takes each one to
-//!   the leader;
-//! - [`forward`]: the forwarding protocol, the [`Peers`] interface and both ends of it over HTTP;
-//! - [`leader`]: what the leader does with each operation;
-//! - [`membership`]: membership changes that need more than one Raft call (learners that must
-//!   catch up, identities that must match);
-//! - [`monotonic`]: monotonic takes as any node asks for them; [`sequencer`]: how the leader
-//!   serves them, in real-time order ([`lane`]: how its ranges are cut); [`take_batcher`]: how a
-//!   follower batches the takes it forwards;
-//! - [`readiness`]: whether this node may serve;
-//! - [`status`]: the `/v1/cluster` view;
-//! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
-//!
-//! Retries: a write is retried only while it certainly was not appended anywhere, or when
-//! applying it twice is harmless (a second claim only burns IDs; creates and updates are
-//! idempotent). `ReleaseSegment` is submitted exactly once: see `leafraft_state::Request::ReleaseSegment`.
-
-mod attempt;
-mod catch_up;
-mod confirm;
-mod fence;
-mod forward;
-mod incarnations;
-mod lane;
-mod leader;
-mod membership;
-mod monotonic;
-mod readiness;
-mod removal;
-mod retry;
-mod sequencer;
-mod status;
-mod take_batcher;
-pub mod versions;
+//! The handle itself: [`Cluster`], the operations callers use and the retry loop that takes each
+//! one to the leader (`submit`). The other files of `cluster` add operations to it; it names
+//! only the protocol (`forward`), the attempt outcome (`attempt`) and the retry rules (`retry`).
 
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use leafraft_state::typ;
@@ -50,25 +14,13 @@ use leafraft_state::NodeId;
 use raft::Raft;
 use tokio::time::Instant;
 
-use self::attempt::Attempt;
-pub use self::forward::check_addr;
-pub use self::forward::routes as peer_routes;
-pub use self::forward::BoxFuture;
-pub use self::forward::ForwardError;
-pub use self::forward::ForwardResult;
-pub use self::forward::Forwarded;
-pub use self::forward::ForwardedReply;
-pub use self::forward::Hello;
-pub use self::forward::HelloError;
-pub use self::forward::HttpPeers;
-pub use self::forward::MonotonicTake;
-pub use self::forward::Peers;
-pub use self::incarnations::record_unknown_incarnations;
-pub use self::membership::rejoin_refusal;
-pub use self::membership::MAX_PROMOTION_LAG;
-pub use self::removal::watch_membership;
-pub use self::status::ClusterStatus;
-pub use self::status::ReplicationStatus;
+use super::attempt::Attempt;
+use super::forward::ForwardError;
+use super::forward::Forwarded;
+use super::forward::ForwardedReply;
+use super::forward::Peers;
+use super::forward::TakeServer;
+use super::retry;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use raft::network::IdentityCheck;
@@ -76,7 +28,7 @@ use raft::network::PostError;
 
 /// Whether an operation may be sent again after an attempt whose fate is unknown to us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resend {
+pub(super) enum Resend {
     /// Applying it twice is harmless.
     Allowed,
     /// Submit at most once; only an attempt that surely sent nothing may be repeated.
@@ -93,27 +45,25 @@ pub struct Timeouts {
 }
 
 pub struct Cluster {
-    node_id: NodeId,
-    raft: Raft,
-    store: storage::Store,
-    peers: Arc<dyn Peers>,
-    write_timeout: Duration,
-    learner_timeout: Duration,
-    identity: Arc<IdentityCheck>,
+    pub(super) node_id: NodeId,
+    pub(super) raft: Raft,
+    pub(super) store: storage::Store,
+    pub(super) peers: Arc<dyn Peers>,
+    pub(super) write_timeout: Duration,
+    pub(super) learner_timeout: Duration,
+    pub(super) identity: Arc<IdentityCheck>,
     /// Latched once the node has been ready: from then on it serves from its buffers whatever
     /// the leadership does (the ranges in them are its own).
-    has_been_ready: AtomicBool,
+    pub(super) has_been_ready: AtomicBool,
     /// Latched by [`Cluster::catch_up`] once one linearizable read has completed since start; set
     /// from the start when the store is new.
-    caught_up: AtomicBool,
-    /// Started on the first monotonic take this node serves as leader.
-    sequencer: OnceLock<sequencer::Sequencer>,
-    /// Started on the first monotonic take this node forwards in a batch.
-    take_batcher: OnceLock<take_batcher::TakeBatcher>,
+    pub(super) caught_up: AtomicBool,
+    /// Serves the monotonic takes that reach this node while it leads (the monotonic service).
+    pub(super) takes: Arc<dyn TakeServer>,
     /// Whether this node knows it is no longer a member (`removal`).
-    removal: removal::Removal,
+    pub(super) removal: Removal,
     /// `--hold-cluster-version` on this node: nothing waits for the version to rise.
-    version_held: AtomicBool,
+    pub(super) version_held: AtomicBool,
 }
 
 impl Cluster {
@@ -124,6 +74,7 @@ impl Cluster {
         peers: Arc<dyn Peers>,
         timeouts: Timeouts,
         identity: Arc<IdentityCheck>,
+        takes: Arc<dyn TakeServer>,
     ) -> Cluster {
         // A store created by this start has answered nothing before: nothing to catch up with.
         let caught_up = AtomicBool::new(store.created_at_open());
@@ -137,9 +88,8 @@ impl Cluster {
             identity,
             has_been_ready: AtomicBool::new(false),
             caught_up,
-            sequencer: OnceLock::new(),
-            take_batcher: OnceLock::new(),
-            removal: removal::Removal::default(),
+            takes,
+            removal: Removal::default(),
             version_held: AtomicBool::new(false),
         }
     }
@@ -229,16 +179,10 @@ impl Cluster {
         self.read(|state| state.tags.get(tag).map(|record| record.mode))
     }
 
-    fn sequencer(&self) -> &sequencer::Sequencer {
-        self.sequencer.get_or_init(|| {
-            let confirmer = confirm::Confirmer::new(self.node_id, self.raft.clone(), Arc::clone(&self.peers));
-            sequencer::Sequencer::start(
-                self.raft.clone(),
-                self.store.state_machine.clone(),
-                confirmer,
-                self.write_timeout,
-            )
-        })
+    /// Runs `op`, which may be sent twice, on the leader wherever it is (a monotonic take: IDs of
+    /// an answer nobody receives are a gap), within the write timeout.
+    pub async fn on_leader(&self, op: Forwarded) -> Result<ForwardedReply, Error> {
+        self.submit(op, Resend::Allowed, self.write_timeout).await
     }
 
     /// Waits until this replica has applied everything committed before the call (read index
@@ -266,7 +210,12 @@ impl Cluster {
 
     /// Runs `op` on the leader, wherever it is, until it succeeds, fails for good, or the
     /// deadline passes (`NO_LEADER`).
-    async fn submit(&self, op: Forwarded, resend: Resend, timeout: Duration) -> Result<ForwardedReply, Error> {
+    pub(super) async fn submit(
+        &self,
+        op: Forwarded,
+        resend: Resend,
+        timeout: Duration,
+    ) -> Result<ForwardedReply, Error> {
         let deadline = Instant::now() + timeout;
         // Set once an attempt reached a node that lost leadership before answering: that node
         // may have committed the operation.
@@ -325,7 +274,7 @@ impl Cluster {
 
     /// One attempt at the leader through [`Peers::forward`], classified by what it says about
     /// delivery.
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         leader: NodeId,
         node: &Node,
@@ -351,14 +300,14 @@ impl Cluster {
     }
 
     /// Completes once this node knows a leader other than `leader` (never if Raft stops).
-    async fn leader_other_than(&self, leader: NodeId) {
+    pub(super) async fn leader_other_than(&self, leader: NodeId) {
         let mut rx = self.raft.metrics();
         if rx.wait_for(|m| m.current_leader.is_some_and(|known| known != leader)).await.is_err() {
             std::future::pending::<()>().await;
         }
     }
 
-    async fn wait_for_leader_change(&self, seen: Option<NodeId>, deadline: Instant) {
+    pub(super) async fn wait_for_leader_change(&self, seen: Option<NodeId>, deadline: Instant) {
         // Bounded: when the leader stays the same (it may be restarting) we try it again.
         let wait = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
         let mut rx = self.raft.metrics();
@@ -369,5 +318,29 @@ impl Cluster {
             }
         };
         let _ = tokio::time::timeout(wait, changed).await;
+    }
+}
+
+/// Why this node believes it is no longer a member, if it does.
+#[derive(Debug, Default)]
+pub struct Removal {
+    /// Read on every ID request, so an atomic beside the reason.
+    pub(super) removed: AtomicBool,
+    pub(super) reason: Mutex<Option<String>>,
+}
+
+impl Removal {
+    /// The reason, when this node was removed.
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Records the verdict; answers whether it changed.
+    pub(super) fn set(&self, reason: Option<String>) -> bool {
+        let mut current = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        let changed = current.is_some() != reason.is_some();
+        self.removed.store(reason.is_some(), Ordering::Relaxed);
+        *current = reason;
+        changed
     }
 }
