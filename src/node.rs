@@ -346,31 +346,14 @@ impl RunningNode {
     }
 }
 
-/// Stays in Raft for [`LINGER_AFTER_GIVING_BACK`] after this node's own give-backs, when it
-/// has peers: a member stopped at the same time (the last two of a whole-cluster stop) may
-/// still need this node's vote, or its leadership, to commit its give-backs; leaving at once
-/// turned them into `NO_LEADER` timeouts and gaps. Requests for IDs already answer "shutting
-/// down" meanwhile (the buffers and the worker are closed).
+/// Stays in Raft 300 ms after the give-backs: a peer stopped with it may need it to commit its own.
 async fn linger_for_peers_stopping_too(cluster: &Cluster) {
-    let peers = {
-        let metrics = cluster.raft().metrics();
-        let metrics = metrics.borrow();
-        let membership = metrics.membership_config.membership();
-        membership.voter_ids().chain(membership.learner_ids()).filter(|&id| id != metrics.id).count()
-    };
-    if peers > 0 {
-        tracing::info!(
-            linger_ms = crate::clock::millis(LINGER_AFTER_GIVING_BACK),
-            "given back; staying in Raft a moment for members stopping at the same time"
-        );
-        tokio::time::sleep(LINGER_AFTER_GIVING_BACK).await;
+    let metrics = cluster.raft().metrics().borrow().clone();
+    if metrics.membership_config.membership().nodes().any(|(&id, _)| id != metrics.id) {
+        tracing::info!(linger_ms = 300, "given back; staying in Raft a moment for members stopping too");
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
-
-/// How long a stopping node stays in Raft after its own give-backs (see
-/// `linger_for_peers_stopping_too`): a peer stopped at the same moment has sent its
-/// releases by then (each commits in milliseconds), and it costs a graceful stop 0.3 s.
-const LINGER_AFTER_GIVING_BACK: Duration = Duration::from_millis(300);
 
 /// Loads a segment for every tag once this node is ready (`--preload`).
 async fn preload(cluster: Arc<Cluster>, segments: Arc<Segments>) {

@@ -179,12 +179,12 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// `scripts/cluster.sh down` says "cluster stopped" only when every node gave everything back
-/// (twice, as the race between the last two varies), and when a node could not (the last one
+/// (four times, as the race between the last two varies), and when a node could not (the last one
 /// alone, its peers killed), it names the node and what, and exits 1.
 #[tokio::test]
 async fn cluster_script_down_reports_every_tail_given_back_or_names_what_was_not() {
     let cluster = ScriptCluster::new();
-    for round in 1..=2 {
+    for round in 1..=4 {
         let up = cluster.run("up");
         assert!(up.status.success(), "round {round}: up: {}{}", text(&up.stdout), text(&up.stderr));
         cluster.take_ids().await;
