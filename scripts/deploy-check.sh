@@ -113,6 +113,11 @@ for path in sys.argv[1:]:
                 if str(arg).startswith("--initial-cluster-state"):
                     failures.append(f"{name}: passes {arg}: a founding state differs between the first formation and "
                                     "later; leave it unset")
+    # A founding state reaching the pods through `envFrom` instead.
+    for cm in (d for d in docs if d.get("kind") == "ConfigMap"):
+        if "LEAFRAFT_INITIAL_CLUSTER_STATE" in (cm.get("data") or {}):
+            failures.append(f"{path}: ConfigMap {cm.get('metadata', {}).get('name')} holds LEAFRAFT_INITIAL_CLUSTER_STATE: "
+                            "a founding state differs between the first formation and later; leave it unset")
 for failure in failures:
     print(f"deploy-check: FAIL: {failure}")
 sys.exit(1 if failures else 0)
@@ -135,6 +140,37 @@ if ! grep -q 'whenScaled is Delete' <<<"$planted" || ! grep -q 'sets LEAFRAFT_IN
   echo "deploy-check: FAIL: the day-two check does not refuse a planted StatefulSet that deletes volumes and sets a founding state"
   exit 1
 fi
+# ... and each fault alone, in its other forms: deleting on deletion, the flag, a ConfigMap.
+cat >"$scratch/planted-deleted.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: planted}
+spec:
+  persistentVolumeClaimRetentionPolicy: {whenDeleted: Delete}
+YAML
+cat >"$scratch/planted-flag.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: planted}
+spec:
+  template:
+    spec:
+      containers:
+        - {name: leafraft, args: ["serve", "--initial-cluster-state=existing"]}
+YAML
+cat >"$scratch/planted-configmap.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: planted}
+data: {LEAFRAFT_INITIAL_CLUSTER_STATE: new}
+YAML
+for planted in deleted:'whenDeleted is Delete' flag:'passes --initial-cluster-state' configmap:'holds LEAFRAFT_INITIAL_CLUSTER_STATE'; do
+  out=$("$py" "$scratch/day-two.py" "$scratch/planted-${planted%%:*}.yaml" || true)
+  if ! grep -q -- "${planted#*:}" <<<"$out"; then
+    echo "deploy-check: FAIL: the day-two check does not refuse planted-${planted%%:*}.yaml (expected: ${planted#*:})"
+    exit 1
+  fi
+done
 if ! "$py" "$scratch/day-two.py" "${manifests[@]}" "$scratch"/rendered-*.yaml; then
   exit 1
 fi
@@ -145,6 +181,30 @@ if found=$(awk '/^## /{k = ($0 == "## Kubernetes")} k' docs/operations.md | grep
   exit 1
 fi
 echo "deploy-check: no founding state and every volume kept, in every file and rendering; no hand edit in the docs"
+
+# The recovery Jobs are applied as they are: nothing in deploy/ to fill in by hand (a CHANGE
+# marker, a YYYY date), and survivor-job.yaml's one input, the surviving claim, in one place.
+recover_inputs() {
+  local found n
+  if found=$(grep -nE '^[^#]*(CHANGE|YYYY)' "$@"); then
+    echo "deploy-check: FAIL: a manifest has a value to fill in by hand:"
+    echo "$found"
+    return 1
+  fi
+  n=$(grep -v '^[[:space:]]*#' "$dir/recover/survivor-job.yaml" | grep -c 'data-leafraft-survivor' || true)
+  if [ "$n" != 1 ]; then
+    echo "deploy-check: FAIL: survivor-job.yaml names its input (data-leafraft-survivor) $n times, not once"
+    return 1
+  fi
+}
+printf 'args: ["--from", "/source/leafraft-YYYYMMDDTHHMMSSZ.backup"]  # CHANGE\n' >"$scratch/planted-input.yaml"
+if recover_inputs "$scratch/planted-input.yaml" >/dev/null; then
+  echo "deploy-check: FAIL: the hand-input check accepts a planted manifest with a value to fill in"
+  exit 1
+fi
+mapfile -t deploy_files < <(find deploy -name '*.yaml' -o -name '*.yml' | sort)
+recover_inputs "${deploy_files[@]}"
+echo "deploy-check: the recovery Jobs need no hand edit (survivor-job.yaml: one input, the surviving claim)"
 
 # Secrets on a command line: leafraft's secret flags anywhere in deploy/ (comments aside).
 secret_flags='--(secret|peer-secret|admin-token|client-token|token)([= "'"'"']|$)'

@@ -327,6 +327,7 @@ impl RunningNode {
         if let Err(e) = snowflake {
             tracing::warn!(error = %e, "the snowflake task failed");
         }
+        linger_for_peers_stopping_too(&self.cluster).await;
         tracing::info!("shutting down: no new requests");
         let _ = self.stop_tx.send(true);
         match tokio::time::timeout(DRAIN_TIMEOUT, self.server).await {
@@ -342,6 +343,15 @@ impl RunningNode {
         self.cluster.store().flush().await.map_err(|e| RunError(format!("cannot flush the store: {e}")))?;
         tracing::info!("store flushed; stopped");
         Ok(())
+    }
+}
+
+/// Stays in Raft 300 ms after the give-backs: a peer stopped with it may need it to commit its own.
+async fn linger_for_peers_stopping_too(cluster: &Cluster) {
+    let metrics = cluster.raft().metrics().borrow().clone();
+    if metrics.membership_config.membership().nodes().any(|(&id, _)| id != metrics.id) {
+        tracing::info!(linger_ms = 300, "given back; staying in Raft a moment for members stopping too");
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 

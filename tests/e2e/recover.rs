@@ -180,11 +180,18 @@ async fn a_backup_restored_twice_on_fresh_machines_never_reissues() {
         old.kill(id);
     }
 
-    for round in ["first", "second"] {
+    // The second restore names the backups' directory, as the recovery Job does: the newest
+    // `leafraft-*.backup` in it is used (an older, damaged one beside it would be refused).
+    let backups = old.temp_path("backups");
+    std::fs::create_dir_all(&backups).expect("create the backups directory");
+    std::fs::copy(&file, backups.join("leafraft-20990101T000000Z.backup")).expect("copy the backup");
+    std::fs::write(backups.join("leafraft-20000101T000000Z.backup"), b"an older, damaged copy").expect("write");
+    let backups_text = backups.display().to_string();
+    for (round, from) in [("first", &file_text), ("second", &backups_text)] {
         let mut fresh = ProcessCluster::new().with_secret(SECRET);
         let dir = fresh.temp_path("node1-restored");
         let (dir_text, addr) = (dir.display().to_string(), fresh.addr(1));
-        recover(&["--data-dir", &dir_text, "--from", &file_text, "--node-id", "1", "--advertise", &addr]).await;
+        recover(&["--data-dir", &dir_text, "--from", from, "--node-id", "1", "--advertise", &addr]).await;
         serve_recovered(&mut fresh, 1, dir, &[2, 3]).await;
         let mut after = Served::default();
         for id in 1..=3 {
@@ -224,8 +231,12 @@ async fn recover_refuses_what_it_cannot_use() {
     let busy = Path::new(&busy).parent().expect("dir").display().to_string();
     let running = cluster.data_dir(1).display().to_string();
     let target = cluster.temp_path("target").display().to_string();
+    let no_backups = cluster.temp_path("no-backups");
+    std::fs::create_dir_all(&no_backups).expect("create dir");
+    let no_backups = no_backups.display().to_string();
 
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
+        (&["--data-dir", &target, "--from", &no_backups], "no backup (leafraft-*.backup) in"),
         (&["--data-dir", &busy, "--from", &file_text], "is not empty"),
         (&["--data-dir", &target, "--from", &damaged], "checksum"),
         (&["--data-dir", &target, "--from", &newer], "format version 9"),

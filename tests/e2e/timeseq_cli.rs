@@ -132,6 +132,16 @@ async fn the_cli_creates_lists_takes_and_decodes_time_sequence_ids() {
     let out = run_cli(&server, &["timeseq", "list", "--json"]).await;
     let listed: Value = serde_json::from_slice(&out.stdout).expect("list --json prints JSON");
     assert_eq!(listed["namespaces"][0]["namespace"], "orders", "{listed}");
+    // The range reads as a time in the namespace's zone and the sequences held, not as the API's
+    // `SECOND:START-END`.
+    let raw = listed["namespaces"][0]["ranges"]["current"].as_str().expect("a current range").to_string();
+    let (second, seqs) = raw.split_once(':').expect("SECOND:START-END");
+    let (start, end) = seqs.split_once('-').expect("START-END");
+    let end: u64 = end.parse().expect("END");
+    let time = chrono::DateTime::from_timestamp(second.parse().expect("SECOND"), 0).expect("a time");
+    let zone = chrono::FixedOffset::east_opt(8 * 3600).expect("+08:00");
+    let readable = format!("{} +08:00 seq {start}-{}", time.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S"), end - 1);
+    assert!(table.contains(&readable) && !table.contains(&raw), "{readable} (not {raw}) in:\n{table}");
     let out = run_cli(&server, &["timeseq", "get", "orders"]).await;
     assert!(out.status.success(), "timeseq get: {out:?}");
     let details = stdout(&out);

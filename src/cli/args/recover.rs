@@ -17,7 +17,8 @@ pub struct RecoverArgs {
     /// through a copy.
     #[arg(long)]
     pub from_data_dir: Option<PathBuf>,
-    /// A file written by `leafraft backup`.
+    /// A file written by `leafraft backup`, or a directory of them (`--out-dir`): then the newest
+    /// `leafraft-*.backup` in it.
     #[arg(long)]
     pub from: Option<PathBuf>,
     /// The node ID of the new cluster's one member; serve it with the same --node-id.

@@ -94,11 +94,39 @@ fn older_backups(dir: &Path, keep: usize) -> std::io::Result<Vec<PathBuf>> {
     Ok(names.into_iter().take(extra).map(|name| dir.join(name)).collect())
 }
 
-/// The report on stdout, one error line otherwise.
+/// The report on stdout, one error line otherwise. `--from DIR` (a directory, such as the
+/// backup CronJob's volume) recovers from the newest `leafraft-*.backup` in it, so that a Job can
+/// run it with no file name written in: the names are the copies' UTC times, so the last in order
+/// is the newest.
 pub async fn recover(args: &RecoverArgs) -> Outcome {
-    let report = crate::recover::run(args.options()).await.map_err(|e| Failure::Error(e.to_string()))?;
+    let mut options = args.options();
+    if let crate::recover::Source::Backup(path) = &options.source {
+        if path.is_dir() {
+            let newest = newest_backup(path)
+                .map_err(|e| Failure::Error(format!("cannot list {}: {e}", path.display())))?
+                .ok_or_else(|| {
+                    Failure::Error(format!(
+                        "no backup (leafraft-*.backup) in {}: nothing to recover from",
+                        path.display()
+                    ))
+                })?;
+            eprintln!("recovering from the newest backup in {}: {}", path.display(), newest.display());
+            options.source = crate::recover::Source::Backup(newest);
+        }
+    }
+    let report = crate::recover::run(options).await.map_err(|e| Failure::Error(e.to_string()))?;
     println!("{report}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The newest backup in `dir` (`leafraft-*.backup`, named by the copy's UTC time), if any.
+fn newest_backup(dir: &Path) -> std::io::Result<Option<PathBuf>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("leafraft-") && name.ends_with(".backup"))
+        .collect();
+    names.sort();
+    Ok(names.pop().map(|name| dir.join(name)))
 }
 
 /// `leafraft bench ...` runs the load generators, which live in the `tools` crate so that
@@ -146,8 +174,11 @@ mod tests {
         ] {
             std::fs::write(dir.path().join(name), b"x").expect("write");
         }
+        assert_eq!(newest_backup(dir.path()).expect("list"), Some(dir.path().join("leafraft-20260103T000000Z.backup")));
         let old = older_backups(dir.path(), 2).expect("list");
         assert_eq!(old, vec![dir.path().join("leafraft-20260101T000000Z.backup")]);
         assert!(older_backups(dir.path(), 5).expect("list").is_empty());
+        let empty = tempfile::tempdir().expect("temp dir");
+        assert_eq!(newest_backup(empty.path()).expect("list"), None);
     }
 }

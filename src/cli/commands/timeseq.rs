@@ -67,7 +67,41 @@ fn widths(ns: &Namespace) -> String {
 }
 
 fn current(ns: &Namespace) -> String {
-    ns.ranges.as_ref().and_then(|r| r.current.clone()).unwrap_or_else(|| "-".into())
+    ns.ranges.as_ref().and_then(|r| r.current.as_deref()).map_or_else(|| "-".into(), |raw| readable(raw, &ns.time_zone))
+}
+
+/// A range as the API gives it, `SECOND:START-END` (Unix second, half-open sequences), as a
+/// person reads it: the second in the namespace's zone and the sequences it holds, both ends
+/// included (`2026-11-28 10:48:28 +08:00 seq 3-63`). Anything else is shown as it came.
+pub fn readable(raw: &str, time_zone: &str) -> String {
+    let parsed = raw.split_once(':').and_then(|(second, seqs)| {
+        let (start, end) = seqs.split_once('-')?;
+        Some((second.parse::<i64>().ok()?, start.parse::<u64>().ok()?, end.parse::<u64>().ok()?))
+    });
+    let Some((second, start, end)) = parsed else { return raw.to_string() };
+    let Some(time) = chrono::DateTime::from_timestamp(second, 0) else { return raw.to_string() };
+    let Some(zone) = zone_offset(time_zone) else { return raw.to_string() };
+    let when = time.with_timezone(&zone).format("%Y-%m-%d %H:%M:%S");
+    let zone = if time_zone == "UTC" { "UTC".to_string() } else { zone.to_string() };
+    match end.checked_sub(1).filter(|&last| last >= start) {
+        Some(last) => format!("{when} {zone} seq {start}-{last}"),
+        None => format!("{when} {zone} seq none"),
+    }
+}
+
+/// `UTC` or `±HH:MM`, as namespaces name their zone.
+fn zone_offset(time_zone: &str) -> Option<chrono::FixedOffset> {
+    if time_zone == "UTC" {
+        return chrono::FixedOffset::east_opt(0);
+    }
+    let (sign, rest) = match time_zone.as_bytes().first()? {
+        b'+' => (1, &time_zone[1..]),
+        b'-' => (-1, &time_zone[1..]),
+        _ => return None,
+    };
+    let (hours, minutes) = rest.split_once(':')?;
+    let seconds = hours.parse::<i32>().ok()? * 3600 + minutes.parse::<i32>().ok()? * 60;
+    chrono::FixedOffset::east_opt(sign * seconds)
 }
 
 /// One line per namespace, as `worker list` and `cluster status` print theirs.
@@ -113,10 +147,14 @@ fn details(ns: &Namespace) -> String {
     ];
     match &ns.ranges {
         Some(ranges) => {
-            lines.push(("current range (second:start-end)", current(ns)));
+            lines.push(("current range (second, sequences)", current(ns)));
             lines.push((
                 "pending ranges",
-                if ranges.pending.is_empty() { "-".into() } else { ranges.pending.join(", ") },
+                if ranges.pending.is_empty() {
+                    "-".into()
+                } else {
+                    ranges.pending.iter().map(|raw| readable(raw, &ns.time_zone)).collect::<Vec<_>>().join(", ")
+                },
             ));
             lines.push(("IDs issued by this node", ranges.ids_issued.to_string()));
             lines.push(("IDs in its last full second", ranges.last_second_ids.to_string()));
@@ -149,9 +187,24 @@ mod tests {
         ]);
         let lines: Vec<&str> = text.lines().collect();
         let column = |line: &str, what: &str| line.rfind(what);
-        assert_eq!(column(lines[0], "ZONE"), column(lines[1], "+08:00"), "{text}");
-        assert_eq!(column(lines[1], "+08:00"), column(lines[2], "+08:00"), "{text}");
+        // The first row's range names its zone too: its zone column is its first `+08:00`; the
+        // second row's epoch holds one, so there it is the last.
+        assert_eq!(column(lines[0], "ZONE"), lines[1].find("+08:00"), "{text}");
+        assert_eq!(lines[1].find("+08:00"), column(lines[2], "+08:00"), "{text}");
         assert_eq!(column(lines[0], "BITS"), column(lines[2], "32/12/19"), "{text}");
         assert_eq!(lines[1].len(), lines[2].len(), "{text}");
+        assert!(lines[1].contains("2025-11-25 00:00:00 +08:00 seq 0-63"), "{text}");
+        assert!(!text.contains("1764000000"), "{text}");
+    }
+
+    #[test]
+    fn ranges_read_as_a_time_in_the_zone_and_the_sequences_held() {
+        assert_eq!(readable("1795808108:3-64", "+08:00"), "2026-11-28 03:35:08 +08:00 seq 3-63");
+        assert_eq!(readable("1795808108:3-64", "UTC"), "2026-11-27 19:35:08 UTC seq 3-63");
+        assert_eq!(readable("1795808108:0-1", "-05:30"), "2026-11-27 14:05:08 -05:30 seq 0-0");
+        assert_eq!(readable("1795808108:7-7", "UTC"), "2026-11-27 19:35:08 UTC seq none");
+        // What the CLI does not understand, it shows as it came rather than hiding it.
+        assert_eq!(readable("garbled", "UTC"), "garbled");
+        assert_eq!(readable("1795808108:3-64", "Mars/Olympus"), "1795808108:3-64");
     }
 }
