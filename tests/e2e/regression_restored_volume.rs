@@ -11,6 +11,7 @@ use crate::harness::files_below;
 use crate::harness::new_tag;
 use crate::harness::wait_until;
 use crate::harness::ProcessCluster;
+use crate::harness::Timing;
 use crate::ids::metric;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -40,7 +41,11 @@ async fn write_and_replicate(cluster: &mut ProcessCluster, leader: u64, member: 
 
 #[tokio::test]
 async fn regression_a_member_restored_from_an_older_copy_of_its_volume_stops_as_amnesiac() {
-    let mut cluster = ProcessCluster::start(3);
+    // The leader counts the refusal only if the 409 comes back within its append timeout (the
+    // heartbeat interval): a member just restarted on a busy machine took more than the default
+    // 50 ms in 3 of 10 runs, and the count was lost with the timed-out request.
+    let timing = ["--heartbeat-ms", "250", "--election-timeout-ms", "1000"];
+    let mut cluster = ProcessCluster::new().with_timing(Timing::Default).start_members_with(&[1, 2, 3], &timing);
     let leader = cluster.wait_leader(TIMEOUT).await;
     let victim = [1, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     write_and_replicate(&mut cluster, leader, victim, &["a", "b"]).await;
