@@ -20,8 +20,6 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::PoisonError;
 use std::time::Duration;
 
 use futures_util::stream::FuturesUnordered;
@@ -51,23 +49,23 @@ struct Round {
     nodes: BTreeMap<NodeId, Node>,
 }
 
-/// Confirms this leader's term for the sequencer's batches.
+/// Confirms this leader's term for the sequencer's batches (owned by its one driver task).
 pub(crate) struct Confirmer {
     node_id: NodeId,
     raft: Raft,
     peers: Arc<dyn Peers>,
     /// Peers in the order they last answered, fastest first: asked first next time.
-    order: Mutex<Vec<NodeId>>,
+    order: Vec<NodeId>,
 }
 
 impl Confirmer {
     pub(crate) fn new(node_id: NodeId, raft: Raft, peers: Arc<dyn Peers>) -> Confirmer {
-        Confirmer { node_id, raft, peers, order: Mutex::new(Vec::new()) }
+        Confirmer { node_id, raft, peers, order: Vec::new() }
     }
 
     /// Returns once a quorum confirmed this node's leadership in `term` after the call; refuses
     /// with `NotLeader` when it no longer leads in `term`.
-    pub(crate) async fn confirm(&self, term: u64, deadline: Instant) -> Result<(), Attempt> {
+    pub(crate) async fn confirm(&mut self, term: u64, deadline: Instant) -> Result<(), Attempt> {
         let node_id = self.node_id;
         let round = self
             .raft
@@ -91,7 +89,10 @@ impl Confirmer {
             return Err(Attempt::NotLeader);
         };
         match self.ask_peers(&round, deadline).await {
-            Asked::Confirmed => Ok(()),
+            Asked::Confirmed(answered) => {
+                self.order = first_answered(&answered, &self.order);
+                Ok(())
+            }
             Asked::Deposed => Err(Attempt::NotLeader),
             Asked::Short => {
                 tracing::debug!(term, "no quorum answered the term confirmation; asking openraft");
@@ -103,11 +104,10 @@ impl Confirmer {
     async fn ask_peers(&self, round: &Round, deadline: Instant) -> Asked {
         let mut granted = BTreeSet::from([self.node_id]);
         if is_quorum(&round.joint, &granted) {
-            return Asked::Confirmed;
+            return Asked::Confirmed(Vec::new());
         }
         let voters: BTreeSet<NodeId> = round.joint.iter().flatten().copied().filter(|id| *id != self.node_id).collect();
-        let order = self.order.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        let ordered = in_order(&order, &voters);
+        let ordered = in_order(&self.order, &voters);
         let (first, rest) = first_to_ask(&round.joint, &granted, &ordered);
         let mut pending = FuturesUnordered::new();
         for peer in first {
@@ -128,8 +128,7 @@ impl Confirmer {
                     answered.push(peer);
                     granted.insert(peer);
                     if is_quorum(&round.joint, &granted) {
-                        self.remember(&answered, &ordered);
-                        return Asked::Confirmed;
+                        return Asked::Confirmed(answered);
                     }
                     continue;
                 }
@@ -162,19 +161,19 @@ impl Confirmer {
         let timeout = deadline.saturating_duration_since(Instant::now());
         (peer, self.peers.saved_vote(peer, node, &round.vote, timeout).await)
     }
+}
 
-    /// Puts the peers that answered first at the front, in the order they answered.
-    fn remember(&self, answered: &[NodeId], ordered: &[NodeId]) {
-        let mut next: Vec<NodeId> = answered.to_vec();
-        next.extend(ordered.iter().filter(|id| !answered.contains(id)));
-        *self.order.lock().unwrap_or_else(PoisonError::into_inner) = next;
-    }
+/// `order` with the peers that `answered` moved to the front, in the order they answered.
+fn first_answered(answered: &[NodeId], order: &[NodeId]) -> Vec<NodeId> {
+    let rest = order.iter().copied().filter(|id| !answered.contains(id));
+    answered.iter().copied().chain(rest).collect()
 }
 
 /// How a round of asking ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Asked {
-    Confirmed,
+    /// A quorum confirmed; the peers that did, in the order they answered.
+    Confirmed(Vec<NodeId>),
     /// A voter holds a newer term's vote.
     Deposed,
     /// Every peer answered or failed, and no quorum confirmed.
@@ -244,6 +243,8 @@ mod tests {
 
     #[test]
     fn peers_that_answered_last_come_first() {
+        assert_eq!(first_answered(&[4], &[2, 4, 5]), vec![4, 2, 5]);
+        assert_eq!(first_answered(&[5, 2], &[2, 4, 5]), vec![5, 2, 4]);
         assert_eq!(in_order(&[3, 9], &set(&[2, 3, 4])), vec![3, 2, 4]);
         assert_eq!(in_order(&[], &set(&[4, 2])), vec![2, 4]);
     }

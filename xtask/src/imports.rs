@@ -633,8 +633,25 @@ pub fn workspace_crate_roots(root: &Path) -> Vec<PathBuf> {
 /// import cycle among its modules at full-path granularity: at every level of every module tree
 /// the siblings form a DAG.
 pub fn import_cycles(root: &Path) -> Scan {
-    let scan = std::cell::RefCell::new(Scan::default());
     let mut violations = Vec::new();
+    let mut scan = scan_crates(root, |rel, krate| {
+        let edges: BTreeSet<_> = krate.sibling_edges().into_keys().collect();
+        if let Some(cycle) = find_cycle(&edges) {
+            let path: Vec<String> = cycle.iter().map(display).collect();
+            violations.push(format!(
+                "{rel}: import cycle {} (move what both sides need into a module of its own)",
+                path.join(" -> ")
+            ));
+        }
+    });
+    scan.violations = violations;
+    scan
+}
+
+/// Loads every crate of the workspace, counting what it reads, and hands each to `visit` with
+/// its root file's path relative to `root`.
+fn scan_crates(root: &Path, mut visit: impl FnMut(&str, &Crate)) -> Scan {
+    let scan = std::cell::RefCell::new(Scan::default());
     for crate_root in workspace_crate_roots(root) {
         let read = |path: &Path| {
             let text = std::fs::read_to_string(path).ok()?;
@@ -642,19 +659,9 @@ pub fn import_cycles(root: &Path) -> Scan {
             Some(text)
         };
         let krate = load_crate(&crate_root, &read);
-        let edges: BTreeSet<_> = krate.sibling_edges().into_keys().collect();
-        if let Some(cycle) = find_cycle(&edges) {
-            let path: Vec<String> = cycle.iter().map(display).collect();
-            let rel = crate::relative(root, &crate_root);
-            violations.push(format!(
-                "{rel}: import cycle {} (move what both sides need into a module of its own)",
-                path.join(" -> ")
-            ));
-        }
+        visit(&crate::relative(root, &crate_root), &krate);
     }
-    let mut scan = scan.into_inner();
-    scan.violations = violations;
-    scan
+    scan.into_inner()
 }
 
 /// The parents whose children still import them back, as `crate root file: module`, when this
@@ -694,18 +701,10 @@ pub fn parents_imported(root: &Path) -> Scan {
 
 /// [`parents_imported`] with `known` as the list of parents still imported back.
 pub fn parents_imported_with(root: &Path, known: &[&str]) -> Scan {
-    let scan = std::cell::RefCell::new(Scan::default());
     let mut violations = Vec::new();
     let mut parents = BTreeSet::new();
-    for crate_root in workspace_crate_roots(root) {
-        let read = |path: &Path| {
-            let text = std::fs::read_to_string(path).ok()?;
-            scan.borrow_mut().read(&text);
-            Some(text)
-        };
-        let krate = load_crate(&crate_root, &read);
-        let rel = crate::relative(root, &crate_root);
-        for path in parents_imported_back(&krate) {
+    let mut scan = scan_crates(root, |rel, krate| {
+        for path in parents_imported_back(krate) {
             let parent = &path[1][..path[1].len() - 1];
             let key = format!("{rel}: {}", display(&parent.to_vec()));
             if !known.contains(&key.as_str()) {
@@ -718,11 +717,10 @@ pub fn parents_imported_with(root: &Path, known: &[&str]) -> Scan {
             }
             parents.insert(key);
         }
-    }
+    });
     for gone in known.iter().filter(|key| !parents.contains(**key)) {
         violations.push(format!("{gone}: no child imports it back now: remove it from the list in xtask"));
     }
-    let mut scan = scan.into_inner();
     scan.violations = violations;
     scan
 }

@@ -77,7 +77,7 @@ async fn append_is_acknowledged_only_after_fdatasync() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vote_returns_only_after_fdatasync() {
+async fn vote_returns_and_is_reported_only_after_fdatasync() {
     let (_dir, store) = temp_store(true);
     let log = store.log.clone();
     let (hook, entered, release) = stalling_sync();
@@ -87,8 +87,12 @@ async fn vote_returns_only_after_fdatasync() {
     let vote = tokio::spawn(async move { voter.save_vote(&typ::Vote::new(2, 1)).await });
     tokio::task::spawn_blocking(move || entered.recv()).await.expect("join").expect("sync entered");
     assert!(!vote.is_finished(), "save_vote returned before its fdatasync completed");
+    // A leader's term confirmation reads this: never a vote that is not on disk yet, and the
+    // saved one as soon as openraft may act on it (when save_vote returns).
+    assert_eq!(log.durability().saved_vote(), None, "the vote was reported before its fdatasync");
     release.send(()).expect("release the sync");
     vote.await.expect("join").expect("vote saved");
+    assert_eq!(log.durability().saved_vote(), Some(typ::Vote::new(2, 1)));
     assert_eq!(log.engine.probe.syncs(), 1);
 }
 
