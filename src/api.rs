@@ -113,6 +113,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
         .route("/v1/clock", get(snowflakes::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
+        .route("/v1/tags/{tag}/unscramble/{id}", get(tags::unscramble))
         // Not under /v1/tags/: a tag may be called "import".
         .route("/v1/import/tags", post(import::import))
         .route("/v1/cluster", get(cluster::status))

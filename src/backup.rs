@@ -23,9 +23,14 @@ use serde::Serialize;
 /// The first bytes of every backup file.
 pub const MAGIC: &[u8; 16] = b"leafraft backup\n";
 
-/// The layout version this binary writes (and reads, with version 1). Version 2 added the
-/// time-sequence namespaces and every tag record's `mode`.
-pub const FORMAT_VERSION: u8 = 2;
+/// The layout version this binary writes when some tag is scrambled (and reads, with versions 1
+/// and 2). Version 2 added the time-sequence namespaces and every tag record's `mode`; version 3
+/// the scrambled tags' keys. A state without scrambled tags is still written as version 2, which
+/// the release before this one reads.
+pub const FORMAT_VERSION: u8 = 3;
+
+/// The layout of a backup without scrambled tags: [`Backup`] without its last field.
+const WITHOUT_SCRAMBLE_KEYS: u8 = 2;
 
 /// The `Content-Type` of `GET /v1/backup`.
 pub const CONTENT_TYPE: &str = "application/vnd.leafraft.backup";
@@ -45,6 +50,36 @@ pub struct Backup {
     pub snowflake: SnowflakeRegistry,
     /// Since version 2.
     pub timeseq: TimeseqRegistry,
+    /// Since version 3: the key of each scrambled tag.
+    pub scramble_keys: BTreeMap<String, u128>,
+}
+
+/// Version 2 of [`Backup`]: without scrambled tags' keys (it had none).
+#[derive(Serialize, Deserialize)]
+struct BackupV2 {
+    cluster_id: u64,
+    taken_at_ms: u64,
+    applied_index: u64,
+    applied_term: u64,
+    tags: BTreeMap<String, TagRecord>,
+    snowflake: SnowflakeRegistry,
+    timeseq: TimeseqRegistry,
+}
+
+impl From<BackupV2> for Backup {
+    fn from(v2: BackupV2) -> Backup {
+        let BackupV2 { cluster_id, taken_at_ms, applied_index, applied_term, tags, snowflake, timeseq } = v2;
+        Backup {
+            cluster_id,
+            taken_at_ms,
+            applied_index,
+            applied_term,
+            tags,
+            snowflake,
+            timeseq,
+            scramble_keys: BTreeMap::new(),
+        }
+    }
 }
 
 /// Version 1 of [`Backup`] (before time sequences and tag modes), still read: it had no
@@ -86,6 +121,7 @@ impl From<BackupV1> for Backup {
             tags: v1.tags.into_iter().map(|(name, record)| (name, record.into())).collect(),
             snowflake: v1.snowflake,
             timeseq: TimeseqRegistry::default(),
+            scramble_keys: BTreeMap::new(),
         }
     }
 }
@@ -95,7 +131,7 @@ impl From<BackupV1> for Backup {
 pub enum BackupError {
     #[error("not a leafraft backup file (it does not start with {:?})", String::from_utf8_lossy(MAGIC).trim_end())]
     NotABackup,
-    #[error("the backup has format version {found}; this binary reads version {FORMAT_VERSION} (use the leafraft that wrote it)")]
+    #[error("the backup has format version {found}; this binary reads versions 1 to {FORMAT_VERSION} (use the leafraft that wrote it)")]
     UnknownVersion { found: u8 },
     #[error("the backup is damaged: its checksum is {stored:08x}, its content sums to {computed:08x}")]
     Checksum { stored: u32, computed: u32 },
@@ -107,10 +143,24 @@ pub enum BackupError {
 
 /// The file's bytes.
 pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
-    let body = leafraft_state::codec::encode(backup).map_err(|e| BackupError::Encode(e.to_string()))?;
+    let encode_error = |e: bincode::error::EncodeError| BackupError::Encode(e.to_string());
+    let (version, body) = if backup.scramble_keys.is_empty() {
+        let v2 = BackupV2 {
+            cluster_id: backup.cluster_id,
+            taken_at_ms: backup.taken_at_ms,
+            applied_index: backup.applied_index,
+            applied_term: backup.applied_term,
+            tags: backup.tags.clone(),
+            snowflake: backup.snowflake.clone(),
+            timeseq: backup.timeseq.clone(),
+        };
+        (WITHOUT_SCRAMBLE_KEYS, leafraft_state::codec::encode(&v2).map_err(encode_error)?)
+    } else {
+        (FORMAT_VERSION, leafraft_state::codec::encode(backup).map_err(encode_error)?)
+    };
     let mut bytes = Vec::with_capacity(MAGIC.len() + 1 + body.len() + 4);
     bytes.extend_from_slice(MAGIC);
-    bytes.push(FORMAT_VERSION);
+    bytes.push(version);
     bytes.extend_from_slice(&body);
     let checksum = crc32fast::hash(&bytes);
     bytes.extend_from_slice(&checksum.to_le_bytes());
@@ -121,7 +171,7 @@ pub fn encode(backup: &Backup) -> Result<Vec<u8>, BackupError> {
 pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     let rest = bytes.strip_prefix(MAGIC.as_slice()).ok_or(BackupError::NotABackup)?;
     let (&version, _) = rest.split_first().ok_or_else(|| BackupError::Damaged("it ends after its magic".into()))?;
-    if version != FORMAT_VERSION && version != 1 {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(BackupError::UnknownVersion { found: version });
     }
     let Some(split) = bytes.len().checked_sub(4).filter(|&at| at > MAGIC.len()) else {
@@ -137,6 +187,9 @@ pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
     let damaged = |e: bincode::error::DecodeError| BackupError::Damaged(e.to_string());
     if version == 1 {
         return leafraft_state::codec::decode::<BackupV1>(body).map(Backup::from).map_err(damaged);
+    }
+    if version == WITHOUT_SCRAMBLE_KEYS {
+        return leafraft_state::codec::decode::<BackupV2>(body).map(Backup::from).map_err(damaged);
     }
     leafraft_state::codec::decode(body).map_err(damaged)
 }

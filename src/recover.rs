@@ -109,6 +109,7 @@ pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
                     tags: backup.tags.clone(),
                     snowflake: backup.snowflake.clone(),
                     timeseq: backup.timeseq.clone(),
+                    scramble_keys: backup.scramble_keys.clone(),
                 },
                 copy_time_ms,
                 cluster_id: backup.cluster_id,
@@ -148,7 +149,7 @@ pub async fn run(options: RecoverOptions) -> Result<Report, RecoverError> {
         report.node_id,
         &report.advertise,
         report.cluster_id,
-        [report.raised.request(), report.raised.timeseq_request()],
+        [report.raised.request(), report.raised.timeseq_request()].into_iter().chain(report.raised.scramble_requests()),
     )
     .await
     .map_err(|e| RecoverError(format!("{e}; delete {} before trying again", report.data_dir.display())))?;

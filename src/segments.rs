@@ -31,6 +31,7 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
 use crate::monotonic::Monotonic;
+use leafraft_ids::scramble::IdScrambler;
 use leafraft_ids::segment::Switch;
 use leafraft_ids::IdRange;
 use leafraft_ids::SegmentBuffer;
@@ -96,6 +97,8 @@ struct TagBuffer {
     idle: Mutex<IdleMark>,
     /// Where this buffer's counters go once it is dropped, so totals over all tags stay true.
     dropped: Arc<Dropped>,
+    /// The permutation a scrambled tag's IDs are served through (fixed at the tag's creation).
+    scrambler: Option<Arc<IdScrambler>>,
 }
 
 impl Drop for TagBuffer {
@@ -332,9 +335,13 @@ impl Segments {
     fn create_buffer(&self, tag: &str) -> Result<Arc<TagBuffer>, Error> {
         leafraft_state::tag::validate_tag(tag).map_err(Error::invalid)?;
         self.cluster.ensure_serving()?;
-        if !self.cluster.read(|sm| sm.tags.contains_key(tag)) {
+        // The key enters the state in the entry that creates the tag: a tag this replica holds
+        // has its key here too, if it has one.
+        let Some(key) = self.cluster.read(|sm| sm.tags.contains_key(tag).then(|| sm.scramble_keys.get(tag).copied()))
+        else {
             return Err(Error::tag_not_found(tag));
-        }
+        };
+        let scrambler = key.map(|key| tag_scrambler(tag, key)).transpose()?;
         let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if self.stopping.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
@@ -355,9 +362,21 @@ impl Segments {
             rate: Mutex::new(RateSample { issued: 0, at: Instant::now(), ids_per_sec: 0.0 }),
             idle: Mutex::new(IdleMark::new(tokio::time::Instant::now())),
             dropped: self.dropped.clone(),
+            scrambler,
         });
         self.buffers.insert(tag, buffer.clone());
         Ok(buffer)
+    }
+
+    /// The permutation `tag`'s IDs are served through, `None` for a tag that is not scrambled (or
+    /// does not exist). The ranges this service hands out hold sequence numbers; what a client
+    /// receives for a scrambled tag is each one's image.
+    pub fn scrambler(&self, tag: &str) -> Result<Option<Arc<IdScrambler>>, Error> {
+        if let Some(buffer) = self.buffers.get(tag) {
+            return Ok(buffer.scrambler.clone());
+        }
+        let key = self.cluster.read(|sm| sm.scramble_keys.get(tag).copied());
+        key.map(|key| tag_scrambler(tag, key)).transpose()
     }
 
     /// The service of the monotonic tags, to which this one hands their takes.
@@ -379,4 +398,11 @@ impl Segments {
             }
         }
     }
+}
+
+/// The permutation of a scrambled tag's ID space under its key.
+fn tag_scrambler(tag: &str, key: u128) -> Result<Arc<IdScrambler>, Error> {
+    IdScrambler::new(key, leafraft_state::tag::MAX_ID_LIMIT)
+        .map(Arc::new)
+        .map_err(|e| Error::new(ErrorCode::SegmentsNotReady, format!("tag '{tag}' cannot be scrambled: {e:?}")))
 }

@@ -112,6 +112,51 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A scrambled tag's IDs: the permutation of its ID space `[1, id_limit)` (a tag's IDs start at
+/// 1, so none is ever 0), and the short string form of that space.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdScrambler {
+    permutation: Scrambler,
+    short: ShortForm,
+}
+
+impl IdScrambler {
+    /// The IDs `[1, id_limit)` of a tag whose key is `key`.
+    pub fn new(key: u128, id_limit: u64) -> Result<IdScrambler, ScrambleError> {
+        let size = id_limit.checked_sub(1).filter(|&size| size > 0).ok_or(ScrambleError::EmptyDomain)?;
+        Ok(IdScrambler { permutation: Scrambler::new(key, size)?, short: ShortForm::new(size) })
+    }
+
+    /// The ID served for the sequence number `id` (what the tag's ranges hold); `None` outside
+    /// the ID space.
+    pub fn scramble(&self, id: u64) -> Option<u64> {
+        let n = id.checked_sub(1)?;
+        self.permutation.scramble(n).map(|image| image + 1)
+    }
+
+    /// The sequence number whose served ID is `id`; `None` outside the ID space.
+    pub fn unscramble(&self, id: u64) -> Option<u64> {
+        let image = id.checked_sub(1)?;
+        self.permutation.unscramble(image).map(|n| n + 1)
+    }
+
+    /// A served ID as a fixed-length string; `None` outside the ID space.
+    pub fn short(&self, id: u64) -> Option<String> {
+        self.short.encode(id.checked_sub(1)?)
+    }
+
+    /// The served ID a short form stands for (see [`IdScrambler::short`]). Decimal and short
+    /// forms can look alike (13 digits are both), so the caller says which one it holds.
+    pub fn from_short(&self, text: &str) -> Option<u64> {
+        self.short.decode(text).map(|value| value + 1)
+    }
+
+    /// How many characters every short form of this space has.
+    pub fn short_len(&self) -> usize {
+        self.short.len()
+    }
+}
+
 /// The short string form: digits and capitals without I, L, O and U (Crockford's base 32), read
 /// back case-insensitively.
 pub const SHORT_ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";

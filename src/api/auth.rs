@@ -103,7 +103,8 @@ pub fn rule(reads: bool, route: &str) -> Option<Rule> {
         return rule(Role::Admin, None, false);
     }
     match route {
-        "/v1/backup" => rule(Role::Admin, None, false),
+        // A backup holds every key; unscrambling undoes what a scrambled tag hides.
+        "/v1/backup" | "/v1/tags/{tag}/unscramble/{id}" => rule(Role::Admin, None, false),
         "/api/segment/get/{tag}" | "/api/timeseq/get/{ns}" => rule(Role::Client, Some(4), true),
         "/api/snowflake/get/{key}" => rule(Role::Client, None, true),
         "/v1/segment/{tag}" | "/v1/segment/{tag}/ranges" | "/v1/timeseq/{ns}" => rule(Role::Client, Some(3), false),
@@ -223,6 +224,10 @@ mod tests {
         assert_eq!(need(&Method::POST, "/v1/tags", "/v1/tags"), some(Role::Admin, None, false));
         assert_eq!(need(&Method::PATCH, "/v1/tags/{tag}", "/v1/tags/a"), some(Role::Admin, None, false));
         assert_eq!(need(&get, "/v1/backup", "/v1/backup"), some(Role::Admin, None, false));
+        assert_eq!(
+            need(&get, "/v1/tags/{tag}/unscramble/{id}", "/v1/tags/a/unscramble/7"),
+            some(Role::Admin, None, false)
+        );
         assert_eq!(need(&get, "/api/segment/get/{tag}", "/api/segment/get/a"), some(Role::Client, Some("a"), true));
         assert_eq!(need(&get, "/api/timeseq/get/{ns}", "/api/timeseq/get/n"), some(Role::Client, Some("n"), true));
         assert_eq!(need(&get, "/api/snowflake/get/{key}", "/api/snowflake/get/k"), some(Role::Client, None, true));

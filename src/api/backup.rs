@@ -43,6 +43,7 @@ pub async fn backup(State(state): State<AppState>) -> Result<Response, Error> {
         tags: sm.tags.clone(),
         snowflake: sm.snowflake.clone(),
         timeseq: sm.timeseq.clone(),
+        scramble_keys: sm.scramble_keys.clone(),
     });
     let bytes = backup::encode(&backup).map_err(|e| Error::not_ready(e.to_string()))?;
     tracing::info!(applied_index = backup.applied_index, tags = backup.tags.len(), bytes = bytes.len(), "backup taken");

@@ -21,6 +21,7 @@ use crate::api::respond::push_id_list;
 use crate::api::AppState;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use leafraft_ids::scramble::IdScrambler;
 use leafraft_ids::IdRange;
 use leafraft_state::TagMode;
 
@@ -59,14 +60,72 @@ pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
         Ok(None) => Box::pin(state.segments.next_id(tag.as_str())).await,
         Err(e) => Err(e),
     };
-    match id {
+    let served = id.and_then(|id| {
+        Ok(match state.segments.scrambler(tag.as_str())? {
+            Some(scrambler) => scrambled(&scrambler, id)?,
+            None => id,
+        })
+    });
+    match served {
         Ok(id) => leaf_text(itoa::Buffer::new().format(id).to_owned()),
         Err(e) => leaf_error(leaf_segment_code(e.code)),
     }
 }
 
+/// The ID served for the sequence number `id` of a scrambled tag. Every sequence number a tag
+/// hands out lies inside its ID space; one outside would be a bug, answered as an error rather
+/// than served unscrambled (a plain number could equal another's image).
+fn scrambled(scrambler: &IdScrambler, id: u64) -> Result<u64, Error> {
+    scrambler
+        .scramble(id)
+        .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} lies outside the tag's ID space")))
+}
+
+/// `/v1/segment/{tag}`'s query: `count`, and for a scrambled tag the form of its IDs.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdsParams {
+    #[serde(default, deserialize_with = "body::count")]
+    pub count: Option<u64>,
+    /// `long` (default: decimal) or `short` (a scrambled tag's fixed-length strings).
+    pub format: Option<String>,
+}
+
+/// Whether IDs are written in their short form (`format=short`, scrambled tags only).
+fn short_form(format: Option<&str>, scrambler: Option<&IdScrambler>, tag: &str) -> Result<bool, Error> {
+    match (format, scrambler) {
+        (None | Some("long"), _) => Ok(false),
+        (Some("short"), Some(_)) => Ok(true),
+        (Some("short"), None) => {
+            Err(Error::invalid(format!("format=short is for scrambled tags; tag '{tag}' is not scrambled")))
+        }
+        (Some(other), _) => Err(Error::invalid(format!("format must be \"long\" or \"short\", got {other:?}"))),
+    }
+}
+
 fn tag_and_count(tag: PathTag, params: Result<Query<CountParams>, QueryRejection>) -> Result<(TagName, u64), Error> {
     Ok((tag.valid()?, body::query(params)?.count.unwrap_or(1)))
+}
+
+/// `{"tag":"...","ids":["7KQ2...",...]}`: a scrambled tag's IDs in their short form.
+fn short_ids_body(tag: &str, scrambler: &IdScrambler, ids: impl Iterator<Item = u64>) -> Result<String, Error> {
+    let mut out = String::with_capacity(32 + tag.len());
+    out.push_str("{\"tag\":\"");
+    out.push_str(tag);
+    out.push_str("\",\"ids\":[");
+    for (i, id) in ids.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let short = scrambler
+            .short(scrambled(scrambler, id)?)
+            .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} has no short form")))?;
+        out.push('"');
+        out.push_str(&short);
+        out.push('"');
+    }
+    out.push_str("]}");
+    Ok(out)
 }
 
 fn json(body: String) -> Response {
@@ -84,10 +143,13 @@ fn json(body: String) -> Response {
     params(
         ("tag" = String, Path, description = "The business tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
         ("count" = Option<u64>, Query, description = "How many IDs, 1 to 10000 (default 1)", minimum = 1, maximum = 10000),
+        ("format" = Option<String>, Query, description = "`long` (default, decimal) or, for a scrambled tag, `short` \
+            (fixed-length strings over digits and capitals without I, L, O, U)"),
     ),
     responses(
         (status = 200, description = "Strictly increasing IDs from this node's buffers; for a monotonic tag, from \
-            the leader, larger than every ID of the tag any client received before the request was sent",
+            the leader, larger than every ID of the tag any client received before the request was sent; for a \
+            scrambled tag, each one's image under the tag's permutation (unique, in no visible order)",
             body = crate::api::schemas::SegmentIds),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody,
             example = json!({"error": {"code": "INVALID_ARGUMENT", "message": "count must be 1 to 10000"}})),
@@ -101,19 +163,41 @@ fn json(body: String) -> Response {
 pub async fn ids(
     State(state): State<AppState>,
     tag: PathTag,
-    params: Result<Query<CountParams>, QueryRejection>,
+    params: Result<Query<IdsParams>, QueryRejection>,
 ) -> Result<Response, Error> {
-    let (tag, count) = tag_and_count(tag, params)?;
+    let tag = tag.valid()?;
+    let params = body::query(params)?;
+    let count = params.count.unwrap_or(1);
     let tag = tag.as_str();
-    // One ID from a ready buffer: no list of ranges, no boxed wait (as on Leaf's path).
-    if count == 1 {
-        if let Some(id) = state.segments.ready_id(tag)? {
-            return Ok(json(ids_body(tag, 1, std::iter::once(id))));
+    if params.format.is_none() {
+        // One ID from a ready buffer: no list of ranges, no boxed wait (as on Leaf's path).
+        if count == 1 {
+            if let Some(id) = state.segments.ready_id(tag)? {
+                let id = match state.segments.scrambler(tag)? {
+                    Some(scrambler) => scrambled(&scrambler, id)?,
+                    None => id,
+                };
+                return Ok(json(ids_body(tag, 1, std::iter::once(id))));
+            }
         }
     }
+    let scrambler = state.segments.scrambler(tag)?;
+    let short = short_form(params.format.as_deref(), scrambler.as_deref(), tag)?;
     let ranges = Box::pin(state.segments.next_ids(tag, count)).await?;
     let n_ids: u64 = ranges.iter().map(IdRange::len).sum();
-    Ok(json(ids_body(tag, n_ids, ranges.iter().flat_map(|range| range.start..range.end))))
+    let ids = ranges.iter().flat_map(|range| range.start..range.end);
+    let body = match &scrambler {
+        // A scrambled tag has its key from its creation, so `scrambler` was read before the IDs
+        // were taken without a race: no tag gains or loses one.
+        Some(scrambler) if short => short_ids_body(tag, scrambler, ids)?,
+        Some(scrambler) => ids_body(
+            tag,
+            n_ids,
+            ids.map(|id| scrambled(scrambler, id)).collect::<Result<Vec<u64>, Error>>()?.into_iter(),
+        ),
+        None => ids_body(tag, n_ids, ids),
+    };
+    Ok(json(body))
 }
 
 /// `{"tag":"...","ids":["1",...]}` for `n_ids` IDs.
@@ -144,8 +228,9 @@ fn ids_body(tag: &str, n_ids: u64, ids: impl Iterator<Item = u64>) -> String {
             client received before the request was sent", body = crate::api::schemas::SegmentRanges),
         (status = 400, description = "`INVALID_ARGUMENT`: bad tag name or count", body = crate::error::ErrorBody),
         (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
-        (status = 409, description = "`TAG_EXHAUSTED`, or `FEATURE_NOT_ENABLED` for a monotonic tag while the \
-            cluster version is below 0.3.0", body = crate::error::ErrorBody),
+        (status = 409, description = "`TAG_EXHAUSTED`; `MODE_MISMATCH` for a scrambled tag (its IDs form no \
+            range); or `FEATURE_NOT_ENABLED` for a monotonic tag while the cluster version is below 0.3.0",
+            body = crate::error::ErrorBody),
         (status = 503, description = "`NOT_READY` or `SEGMENTS_NOT_READY`", body = crate::error::ErrorBody),
     )
 )]
@@ -156,6 +241,12 @@ pub async fn ranges(
 ) -> Result<Response, Error> {
     let (tag, count) = tag_and_count(tag, params)?;
     let tag = tag.as_str();
+    if state.segments.scrambler(tag)?.is_some() {
+        return Err(Error::new(
+            ErrorCode::ModeMismatch,
+            format!("tag '{tag}' is scrambled: its IDs are no contiguous range; ask /v1/segment/{tag}?count=N"),
+        ));
+    }
     let ranges = match state.cluster.tag_mode(tag) {
         Some(TagMode::Monotonic) => vec![monotonic_range(&state, tag, count).await?],
         _ => match state.segments.next_ranges(tag, count).await {

@@ -39,6 +39,10 @@ pub struct CreateTag {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(example = "monotonic")]
     pub mode: Option<String>,
+    /// Serve the tag's IDs through a keyed permutation of its ID space, so that they reveal
+    /// neither how many were handed out nor their order (segment tags only; fixed at creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scramble: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -116,6 +120,9 @@ pub struct TagView {
     pub updated_at: String,
     /// `segment` or `monotonic`.
     pub mode: String,
+    /// Whether the tag's IDs are served scrambled (absent: not scrambled).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scramble: bool,
     /// This node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<BufferView>,
 }
@@ -130,8 +137,14 @@ impl TagView {
             created_at: rfc3339(record.created_at_ms),
             updated_at: rfc3339(record.updated_at_ms),
             mode: record.mode.as_str().to_string(),
+            scramble: false,
             buffers: None,
         }
+    }
+
+    /// The view of a tag as the replica `state` holds it.
+    pub fn of(tag: &str, record: &TagRecord, state: &leafraft_state::IdStateMachine) -> TagView {
+        TagView { scramble: state.scramble_keys.contains_key(tag), ..TagView::new(tag, record) }
     }
 }
 
@@ -210,7 +223,7 @@ pub async fn list(
             None => std::ops::Bound::Unbounded,
         };
         let mut page = sm.tags.range::<str, _>((start, std::ops::Bound::Unbounded));
-        let tags: Vec<TagView> = page.by_ref().take(limit).map(|(tag, record)| TagView::new(tag, record)).collect();
+        let tags: Vec<TagView> = page.by_ref().take(limit).map(|(tag, record)| TagView::of(tag, record, sm)).collect();
         let next = page.next().and(tags.last().map(|view| view.tag.clone()));
         (tags, next)
     });
@@ -246,7 +259,7 @@ pub async fn get(
     let tag = body::path(tag)?;
     leafraft_state::tag::validate_tag(&tag).map_err(Error::invalid)?;
     prepare_read(&state, params).await?;
-    let view = state.cluster.read(|sm| sm.tags.get(&tag).map(|record| TagView::new(&tag, record)));
+    let view = state.cluster.read(|sm| sm.tags.get(&tag).map(|record| TagView::of(&tag, record, sm)));
     let mut view = view.ok_or_else(|| Error::tag_not_found(&tag))?;
     view.buffers = state.segments.view(&tag).map(BufferView::from);
     Ok(Json(view))
@@ -282,11 +295,23 @@ pub async fn create(
         .and_then(|()| leafraft_state::tag::validate_description(&description))
         .map_err(Error::invalid)?;
     let tag = create.tag.clone();
-    let request = match parse_mode(create.mode.as_deref())? {
-        None | Some(TagMode::Segment) => Request::CreateTag { tag, max_id, step, description, now_ms: now_ms() },
-        Some(mode) => Request::CreateTagInMode { tag, max_id, step, description, now_ms: now_ms(), mode },
+    let scramble = create.scramble.unwrap_or(false);
+    let request = match (parse_mode(create.mode.as_deref())?, scramble) {
+        (None | Some(TagMode::Segment), false) => {
+            Request::CreateTag { tag, max_id, step, description, now_ms: now_ms() }
+        }
+        (None | Some(TagMode::Segment), true) => {
+            Request::CreateScrambledTag { tag, max_id, step, description, now_ms: now_ms(), key: new_scramble_key()? }
+        }
+        (Some(TagMode::Monotonic), true) => {
+            return Err(Error::invalid(
+                "a monotonic tag cannot be scrambled: its IDs promise real-time order, which scrambling hides",
+            ))
+        }
+        (Some(mode), false) => Request::CreateTagInMode { tag, max_id, step, description, now_ms: now_ms(), mode },
     };
-    let view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
+    let mut view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
+    view.scramble = scramble;
     tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag created");
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -324,10 +349,11 @@ pub async fn update(
     let mode = parse_mode(update.mode.as_deref())?;
     // The mode goes first: a refused move back to segment changes nothing else either.
     if let Some(mode) = mode {
-        let view = tag_reply(
+        let mut view = tag_reply(
             &tag,
             state.cluster.write(Request::SetTagMode { tag: tag.clone(), mode, now_ms: now_ms() }).await?,
         )?;
+        view.scramble = state.cluster.read(|sm| sm.scramble_keys.contains_key(&tag));
         // Each member stops serving the tag from its segment buffers when it applies the move:
         // answered once all of them have, so that every ID from the answer on is above every ID
         // served before (503 `MEMBERS_BEHIND` otherwise; the move stays committed).
@@ -346,9 +372,18 @@ pub async fn update(
         max_id: update.max_id.map(|MaxId(v)| v),
         now_ms: now_ms(),
     };
-    let view = tag_reply(&tag, state.cluster.write(request).await?)?;
+    let mut view = tag_reply(&tag, state.cluster.write(request).await?)?;
+    view.scramble = state.cluster.read(|sm| sm.scramble_keys.contains_key(&tag));
     tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag updated");
     Ok(Json(view))
+}
+
+/// A scrambled tag's key: 128 bits from the operating system's generator, drawn once.
+fn new_scramble_key() -> Result<u128, Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::getrandom(&mut bytes)
+        .map_err(|e| Error::not_ready(format!("cannot draw a key for the scrambled tag: {e}")))?;
+    Ok(u128::from_le_bytes(bytes))
 }
 
 fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
@@ -357,4 +392,70 @@ fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
         Response::Rejected(rejection) => Err(Error::from_rejection(tag, &rejection)),
         other => Err(Error::no_leader(format!("unexpected answer to a tag write: {other:?}"))),
     }
+}
+
+/// A scrambled ID and the sequence number it was served for.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Unscrambled {
+    /// The ID as asked, in decimal.
+    pub id: String,
+    /// The sequence number the tag's ranges held for it (decimal).
+    pub sequence: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnscrambleParams {
+    /// `long` (default: the ID in decimal) or `short` (its fixed-length string form).
+    format: Option<String>,
+}
+
+/// The sequence number behind a scrambled ID: admin only, since it undoes what scrambling hides.
+#[utoipa::path(
+    get,
+    path = "/v1/tags/{tag}/unscramble/{id}",
+    tag = "tags",
+    summary = "Unscramble an ID (admin)",
+    params(
+        ("tag" = String, Path, description = "A scrambled tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
+        ("id" = String, Path, description = "One of its IDs, in decimal or (with `format=short`) its short form"),
+        ("format" = Option<String>, Query, description = "`long` (default) or `short`"),
+    ),
+    responses(
+        (status = 200, description = "The ID and its sequence number", body = Unscrambled,
+            example = json!({"id": "5170235712375528671", "sequence": "1001"})),
+        (status = 400, description = "`INVALID_ARGUMENT`: bad tag name, format, or an ID outside the tag's ID space",
+            body = crate::error::ErrorBody),
+        (status = 401, description = "`UNAUTHORIZED`: missing or wrong admin token", body = crate::error::ErrorBody),
+        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
+        (status = 409, description = "`MODE_MISMATCH`: the tag is not scrambled", body = crate::error::ErrorBody),
+        (status = 503, description = "`NOT_READY`", body = crate::error::ErrorBody),
+    )
+)]
+pub async fn unscramble(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    params: Result<Query<UnscrambleParams>, QueryRejection>,
+) -> Result<Json<Unscrambled>, Error> {
+    let (tag, id) = body::path(path)?;
+    leafraft_state::tag::validate_tag(&tag).map_err(Error::invalid)?;
+    let params = body::query(params)?;
+    state.cluster.ensure_ready()?;
+    let Some(scrambler) = state.segments.scrambler(&tag)? else {
+        return Err(if state.cluster.read(|sm| sm.tags.contains_key(&tag)) {
+            Error::new(crate::error::ErrorCode::ModeMismatch, format!("tag '{tag}' is not scrambled"))
+        } else {
+            Error::tag_not_found(&tag)
+        });
+    };
+    let served = match params.format.as_deref() {
+        None | Some("long") => id.parse::<u64>().ok(),
+        Some("short") => scrambler.from_short(&id),
+        Some(other) => return Err(Error::invalid(format!("format must be \"long\" or \"short\", got {other:?}"))),
+    };
+    let sequence = served.and_then(|served| scrambler.unscramble(served).map(|sequence| (served, sequence)));
+    let Some((served, sequence)) = sequence else {
+        return Err(Error::invalid(format!("{id:?} is not an ID of tag '{tag}'")));
+    };
+    Ok(Json(Unscrambled { id: served.to_string(), sequence: sequence.to_string() }))
 }

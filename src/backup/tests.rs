@@ -36,6 +36,7 @@ fn backup() -> Backup {
         tags: BTreeMap::from([("t".to_string(), record)]),
         snowflake,
         timeseq: TimeseqRegistry::default(),
+        scramble_keys: BTreeMap::new(),
     }
 }
 
@@ -60,7 +61,8 @@ fn version_1_is_still_read() {
 }
 
 /// If this fails, the layout changed: bump `FORMAT_VERSION` (and keep reading the old one, or
-/// refuse it by name); never just update the literal.
+/// refuse it by name); never just update the literal. A state without scrambled tags is written
+/// as version 2, byte for byte what the release before scrambled tags wrote.
 #[test]
 fn golden_bytes() {
     let expected = concat!(
@@ -92,6 +94,41 @@ fn golden_bytes() {
     backup.timeseq.namespaces.insert("t".into(), namespace());
     backup.timeseq.next_seq.insert("t".into(), BTreeMap::from([(1_700_000_001, 1000)]));
     backup.timeseq.newest_now_ms = 1_700_000_000_500;
+    let bytes = encode(&backup).expect("encode");
+    assert_eq!(hex(&bytes), expected);
+    assert_eq!(decode(&bytes).expect("decode"), backup);
+}
+
+/// Version 3: version 2's fields, then the scrambled tags' keys.
+#[test]
+fn golden_bytes_with_scrambled_tags() {
+    let expected = concat!(
+        "6c65616672616674206261636b75700a", // "leafraft backup\n"
+        "03",                               // format version
+        "8877665544332211",                 // cluster ID
+        "0068e5cf8b010000",                 // taken at
+        "2a00000000000000",                 // applied index
+        "0300000000000000",                 // applied term
+        "0100000000000000",                 // one tag,
+        "010000000000000074",               // "t":
+        "e903000000000000e8030000000000000300000000000000696473",
+        "07000000000000000800000000000000",
+        "00000000",                 // mode: segment
+        "01c1038d142c010000290a0c", // Leaf's layout
+        "010000000000000005000000", // one lease, worker 5:
+        "0102000000000000000300000000000000280000000000000014000000000000001e0000000000000000",
+        "0900000000000000",                 // the registry's floor
+        "0000000000000000",                 // no namespace,
+        "0000000000000000",                 // no claimed second,
+        "0000000000000000",                 // newest now_ms
+        "0000000000000000",                 // floor
+        "0100000000000000",                 // one scrambled tag,
+        "010000000000000074",               // "t":
+        "100f0e0d0c0b0a090807060504030201", // its key (u128, little endian)
+        "018d6921",                         // CRC-32
+    );
+    let mut backup = backup();
+    backup.scramble_keys.insert("t".into(), 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
     let bytes = encode(&backup).expect("encode");
     assert_eq!(hex(&bytes), expected);
     assert_eq!(decode(&bytes).expect("decode"), backup);
@@ -146,7 +183,7 @@ fn errors_are_one_line_and_say_what_to_do() {
     assert_eq!(messages[0], "not a leafraft backup file (it does not start with \"leafraft backup\")");
     assert_eq!(
         messages[1],
-        "the backup has format version 3; this binary reads version 2 (use the leafraft that wrote it)"
+        "the backup has format version 4; this binary reads versions 1 to 3 (use the leafraft that wrote it)"
     );
     assert!(messages.iter().all(|m| !m.contains('\n')));
 }

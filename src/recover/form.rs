@@ -21,13 +21,14 @@ use crate::recover::RecoverError;
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Creates the member identity and the store in `dir` (which must not hold one), and commits
-/// `SetClusterId { cluster_id }` and the two `restores` (tags and snowflake, time sequences) as node `node_id` reachable at `advertise`.
+/// `SetClusterId { cluster_id }` and the `restores` (tags and snowflake, time sequences, scramble
+/// keys) as node `node_id` reachable at `advertise`.
 pub async fn form(
     dir: &Path,
     node_id: NodeId,
     advertise: &str,
     cluster_id: u64,
-    restores: [Request; 2],
+    restores: impl IntoIterator<Item = Request>,
 ) -> Result<(), RecoverError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| RecoverError(format!("{what}: {e}"));
     let owned = dir.to_path_buf();
@@ -59,7 +60,7 @@ async fn commit(
     node_id: NodeId,
     node: Node,
     cluster_id: u64,
-    restores: [Request; 2],
+    restores: impl IntoIterator<Item = Request>,
 ) -> Result<(), RecoverError> {
     let fail = |what: &str, e: &dyn std::fmt::Display| RecoverError(format!("{what}: {e}"));
     raft.initialize(BTreeMap::from([(node_id, node)]))
@@ -76,7 +77,14 @@ async fn commit(
     }
     for restore in restores {
         match raft.client_write(restore).await {
-            Ok(reply) if matches!(reply.data, Response::Restored { .. } | Response::TimeseqRestored { .. }) => {}
+            Ok(reply)
+                if matches!(
+                    reply.data,
+                    Response::Restored { .. }
+                        | Response::TimeseqRestored { .. }
+                        | Response::ClusterVersion { .. }
+                        | Response::Empty
+                ) => {}
             Ok(reply) => return Err(RecoverError(format!("the restore was refused: {:?}", reply.data))),
             Err(e) => return Err(fail("cannot commit the restore", &e)),
         }

@@ -80,6 +80,9 @@ pub struct OldState {
     pub tags: BTreeMap<String, TagRecord>,
     pub snowflake: SnowflakeRegistry,
     pub timeseq: TimeseqRegistry,
+    /// The scrambled tags' keys: a recovered tag serves through the same permutation, so the
+    /// raised `max_id` keeps it from serving an ID it served before.
+    pub scramble_keys: BTreeMap<String, u128>,
 }
 
 /// What the new cluster starts with: the content of its one `Restore` command.
@@ -93,6 +96,7 @@ pub struct Raised {
     pub namespaces: BTreeMap<String, NamespaceRecord>,
     /// Unix seconds: the first second any time-sequence claim may use in the new cluster.
     pub timeseq_floor_s: u64,
+    pub scramble_keys: BTreeMap<String, u128>,
 }
 
 impl Raised {
@@ -103,6 +107,19 @@ impl Raised {
     /// The time-sequence half of the restore, committed right after [`request`](Self::request).
     pub fn timeseq_request(&self) -> Request {
         Request::RestoreTimeseq { namespaces: self.namespaces.clone(), floor_s: self.timeseq_floor_s }
+    }
+
+    /// The scrambled tags' keys, committed after the two restores: none when no tag is
+    /// scrambled; else the cluster version that allows the command (the one member runs this
+    /// release), then the keys.
+    pub fn scramble_requests(&self) -> Vec<Request> {
+        if self.scramble_keys.is_empty() {
+            return Vec::new();
+        }
+        vec![
+            Request::SetClusterVersion { version: leafraft_state::Version::SCRAMBLED_TAGS },
+            Request::RestoreScrambleKeys { keys: self.scramble_keys.clone() },
+        ]
     }
 
     /// Tags the margin left without IDs (their `max_id` is at the limit).
@@ -194,6 +211,7 @@ pub fn raise(old: &OldState, copy_time_ms: u64, recover_time_ms: u64, options: &
         margins,
         namespaces: old.timeseq.namespaces.clone(),
         timeseq_floor_s: timeseq_floor_s(&old.timeseq, recover_time_ms, options),
+        scramble_keys: old.scramble_keys.clone(),
     }
 }
 

@@ -114,7 +114,12 @@ async fn read_store(store: &storage::Store) -> Result<Survivor, RecoverError> {
         members: replayed.membership.membership().nodes().map(|(id, node)| (*id, node.clone())).collect(),
         applied_index: state.last_applied.map(|id| id.index),
         last_log_index: last_log.map(|id| id.index),
-        state: OldState { tags: replayed.tags, snowflake: replayed.snowflake, timeseq: replayed.timeseq },
+        state: OldState {
+            tags: replayed.tags,
+            snowflake: replayed.snowflake,
+            timeseq: replayed.timeseq,
+            scramble_keys: replayed.scramble_keys,
+        },
         copy_time_ms,
     })
 }
@@ -157,6 +162,8 @@ pub fn replay(state: &IdStateMachine, entries: &[typ::Entry], committed: Option<
     highest.cluster_id = replayed.cluster_id;
     // The registry's clock and floor only rise, so the replayed one is the highest it reached.
     highest.timeseq = replayed.timeseq;
+    // Keys are only ever added.
+    highest.scramble_keys = replayed.scramble_keys;
     highest.last_applied = replayed.last_applied;
     (highest, copy_time_ms)
 }

@@ -97,6 +97,16 @@ pub enum Request {
     /// own. Answered with `Response::Batch`, one `Released` (or refusal) per release in the same
     /// order. Like `ReleaseSegment`, proposed at most once, never resent.
     ReleaseBatch { releases: Vec<Release> },
+    // --- Release 0.3.0, proposed only from cluster version `Version::SCRAMBLED_TAGS`.
+    /// Creates a segment tag whose IDs are served scrambled: every node serves `P(n)` for the
+    /// sequence number `n` its ranges hold, `P` the keyed permutation of the tag's ID space
+    /// (`leafraft_ids::scramble`) under `key`. The proposer draws the key once; it enters the
+    /// state in the same entry as the tag, so no ID of the tag is ever served unscrambled, and
+    /// nothing changes it afterwards. A copy committed again is answered as the first one.
+    CreateScrambledTag { tag: String, max_id: u64, step: u64, description: String, now_ms: u64, key: u128 },
+    /// The keys of a recovered cluster's scrambled tags (`leafraft recover`, after `Restore`):
+    /// applies only while no tag has a key, and only to segment tags that exist.
+    RestoreScrambleKeys { keys: BTreeMap<String, u128> },
 }
 
 /// One release of a [`Request::ReleaseBatch`]: the fields of the `ReleaseSegment` it stands for.
@@ -180,7 +190,8 @@ impl Request {
             | Request::ReleaseSegment { tag, .. }
             | Request::CreateTagInMode { tag, .. }
             | Request::SetTagMode { tag, .. }
-            | Request::ClaimMonotonic { tag, .. } => Some(tag),
+            | Request::ClaimMonotonic { tag, .. }
+            | Request::CreateScrambledTag { tag, .. } => Some(tag),
             Request::SetSnowflakeLayout { .. }
             | Request::AcquireWorker { .. }
             | Request::ExtendWorker { .. }
@@ -194,7 +205,8 @@ impl Request {
             | Request::SetClusterVersion { .. }
             | Request::Noop
             | Request::ClaimBatch { .. }
-            | Request::ReleaseBatch { .. } => None,
+            | Request::ReleaseBatch { .. }
+            | Request::RestoreScrambleKeys { .. } => None,
         }
     }
 
@@ -222,6 +234,9 @@ impl Request {
             Request::SetClusterVersion { version } => Needs::EveryMember(*version),
             Request::Noop => Needs::ClusterVersion(Version::new(0, 2, 0)),
             Request::ClaimBatch { .. } | Request::ReleaseBatch { .. } => Needs::ClusterVersion(Version::CLAIM_BATCHES),
+            Request::CreateScrambledTag { .. } | Request::RestoreScrambleKeys { .. } => {
+                Needs::ClusterVersion(Version::SCRAMBLED_TAGS)
+            }
         }
     }
 }

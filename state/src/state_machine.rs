@@ -49,6 +49,12 @@ pub struct IdStateMachine {
     /// baseline member can read every snapshot until then.
     #[serde(skip)]
     pub cluster_version: Version,
+    /// The key of each scrambled tag (`Request::CreateScrambledTag`), set with the tag and never
+    /// changed or removed. Like `cluster_version`, not part of this type's own encoding: the
+    /// store keeps each key under a key of its own and appends them to a snapshot after the
+    /// cluster version (`storage::codec::encode_snapshot`).
+    #[serde(skip)]
+    pub scramble_keys: BTreeMap<String, u128>,
 }
 
 impl IdStateMachine {
@@ -117,7 +123,56 @@ impl IdStateMachine {
                     .map(|release| self.release_segment(&release.tag, release.from, release.expected_max_id))
                     .collect(),
             ),
+            Request::CreateScrambledTag { tag, max_id, step, description, now_ms, key } => {
+                self.create_scrambled_tag(tag, *max_id, *step, description, *now_ms, *key)
+            }
+            Request::RestoreScrambleKeys { keys } => self.restore_scramble_keys(keys),
         }
+    }
+
+    /// A segment tag with its key (see [`Request::CreateScrambledTag`]).
+    fn create_scrambled_tag(
+        &mut self,
+        name: &str,
+        max_id: u64,
+        step: u64,
+        description: &str,
+        now_ms: u64,
+        key: u128,
+    ) -> Response {
+        // A tag that exists is this create's earlier copy only if it has this very key: a plain
+        // tag that served plain IDs must never start serving scrambled ones (or the other way).
+        if self.tags.contains_key(name) && self.scramble_keys.get(name) != Some(&key) {
+            return Response::Rejected(Rejection::TagExists);
+        }
+        let response = self.create_tag(name, max_id, step, description, now_ms);
+        if matches!(response, Response::Tag { .. }) {
+            self.scramble_keys.insert(name.to_string(), key);
+        }
+        response
+    }
+
+    /// The keys of a recovered cluster (see [`Request::RestoreScrambleKeys`]).
+    fn restore_scramble_keys(&mut self, keys: &BTreeMap<String, u128>) -> Response {
+        if !self.scramble_keys.is_empty() {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "scramble keys are restored only while no tag has one; {} tags have one",
+                self.scramble_keys.len()
+            )));
+        }
+        for name in keys.keys() {
+            match self.tags.get(name) {
+                Some(record) if record.mode == TagMode::Segment => {}
+                Some(_) => {
+                    return Response::Rejected(Rejection::ModeMismatch(format!(
+                        "tag '{name}' is monotonic: a scrambled tag is a segment tag"
+                    )))
+                }
+                None => return Response::Rejected(Rejection::TagNotFound),
+            }
+        }
+        self.scramble_keys = keys.clone();
+        Response::Empty
     }
 
     /// Applies each claim as its own command would be applied, in order (see
@@ -331,6 +386,11 @@ impl IdStateMachine {
             return Response::Rejected(Rejection::TagNotFound);
         };
         match (record.mode, mode) {
+            (TagMode::Segment, TagMode::Monotonic) if self.scramble_keys.contains_key(name) => {
+                return Response::Rejected(Rejection::ModeMismatch(
+                    "a scrambled tag cannot become monotonic: its IDs are in no order".to_string(),
+                ))
+            }
             (TagMode::Monotonic, TagMode::Segment) => {
                 return Response::Rejected(Rejection::ModeMismatch(
                     "a monotonic tag cannot go back to segment mode".to_string(),

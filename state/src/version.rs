@@ -31,6 +31,10 @@ impl Version {
     /// takes between nodes: neither is used before the cluster version reaches it.
     pub const CLAIM_BATCHES: Version = Version::new(0, 3, 0);
 
+    /// The release that introduced scrambled tags (`Request::CreateScrambledTag`,
+    /// `Request::RestoreScrambleKeys`): neither is proposed before the cluster version reaches it.
+    pub const SCRAMBLED_TAGS: Version = Version::new(0, 3, 0);
+
     /// The release this binary is (the workspace version in `Cargo.toml`).
     pub const OWN: Version = Version::new(
         parse_u32(env!("CARGO_PKG_VERSION_MAJOR")),

@@ -120,6 +120,15 @@ pub fn every_request() -> Vec<Request> {
                 leafraft_state::Release { tag: "ticks".into(), from: 2, expected_max_id: 1001 },
             ],
         },
+        Request::CreateScrambledTag {
+            tag: "coupons".into(),
+            max_id: 1,
+            step: 1000,
+            description: "coupons".into(),
+            now_ms: 1_700_000_000_004,
+            key: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10,
+        },
+        Request::RestoreScrambleKeys { keys: BTreeMap::from([("coupons".to_string(), 0x0f0e_0d0c_u128 << 64 | 7)]) },
     ];
     for (position, request) in every.iter().enumerate() {
         assert_eq!(declared_position(request), position, "every_request() out of declaration order at {request:?}");
@@ -152,6 +161,8 @@ pub fn declared_position(request: &Request) -> usize {
         Request::Noop => 18,
         Request::ClaimBatch { .. } => 19,
         Request::ReleaseBatch { .. } => 20,
+        Request::CreateScrambledTag { .. } => 21,
+        Request::RestoreScrambleKeys { .. } => 22,
     }
 }
 

@@ -35,6 +35,9 @@ pub const TIMESEQ_SECOND_PREFIX: &[u8] = b"timeseq/seq/";
 /// The cluster version (`leafraft_state::Version`), present once raised past the baseline (0.1.0, whose
 /// binary ignores this key with a warning).
 pub const CLUSTER_VERSION: &[u8] = b"cluster_version";
+/// `scramble/<tag>`: a scrambled tag's key (a `u128`), written with the tag and never changed.
+/// The baseline release writes none (it cannot create scrambled tags).
+pub const SCRAMBLE_PREFIX: &[u8] = b"scramble/";
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 
@@ -49,6 +52,15 @@ pub fn tag_key(name: &str) -> Vec<u8> {
 /// The tag name of a `tag/<name>` key, `None` for any other key.
 pub fn tag_name(key: &[u8]) -> Option<&str> {
     std::str::from_utf8(key.strip_prefix(TAG_PREFIX)?).ok()
+}
+
+pub fn scramble_key(name: &str) -> Vec<u8> {
+    [SCRAMBLE_PREFIX, name.as_bytes()].concat()
+}
+
+/// The tag name of a `scramble/<name>` key, `None` for any other key.
+pub fn scramble_tag(key: &[u8]) -> Option<&str> {
+    std::str::from_utf8(key.strip_prefix(SCRAMBLE_PREFIX)?).ok()
 }
 
 pub fn timeseq_namespace_key(name: &str) -> Vec<u8> {

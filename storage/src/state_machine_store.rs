@@ -110,6 +110,7 @@ impl StateMachineStore {
         let mut cluster_id = 0;
         let mut timeseq = TimeseqLoader::default();
         let mut cluster_version = Version::BASELINE;
+        let mut scramble_keys = BTreeMap::new();
         let mut seq = 0;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
@@ -120,6 +121,9 @@ impl StateMachineStore {
             } else if let Some(name) = keys::tag_name(&key) {
                 let record: TagRecord = codec::decode(&value).map_err(|e| ("tag record", e.into()))?;
                 tags.insert(name.to_string(), record);
+            } else if let Some(name) = keys::scramble_tag(&key) {
+                let key: u128 = codec::decode(&value).map_err(|e| ("scramble key", e.into()))?;
+                scramble_keys.insert(name.to_string(), key);
             } else if key == keys::SNOWFLAKE {
                 snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
             } else if key == keys::CLUSTER_ID {
@@ -137,7 +141,16 @@ impl StateMachineStore {
         }
         let (timeseq, timeseq_split) = timeseq.finish(cluster_version)?;
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
-        let state = IdStateMachine { last_applied, membership, tags, snowflake, cluster_id, timeseq, cluster_version };
+        let state = IdStateMachine {
+            last_applied,
+            membership,
+            tags,
+            snowflake,
+            cluster_id,
+            timeseq,
+            cluster_version,
+            scramble_keys,
+        };
         Ok(StateMachineStore {
             shared: Arc::new(Shared {
                 engine,
@@ -230,6 +243,9 @@ impl StateMachineStore {
             for (name, record) in &state.tags {
                 batch.put(keys::tag_key(name), codec::encode(record)?);
             }
+            for (name, key) in &state.scramble_keys {
+                batch.put(keys::scramble_key(name), codec::encode(key)?);
+            }
             batch.put(keys::MEMBERSHIP, codec::encode(&state.membership)?);
             batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
             let timeseq_split = timeseq::split_at(state.cluster_version);
@@ -270,6 +286,9 @@ struct Changes<'a> {
     cluster_id_before: u64,
     cluster_version_before: Version,
     timeseq: TimeseqChanges<'a>,
+    /// The scrambled tags' keys before the first request that may add one (they are few, and
+    /// only ever added): every key not in it is written.
+    scramble_before: Option<BTreeMap<String, u128>>,
 }
 
 impl<'a> Changes<'a> {
@@ -282,6 +301,7 @@ impl<'a> Changes<'a> {
             cluster_id_before: state.cluster_id,
             cluster_version_before: state.cluster_version,
             timeseq: TimeseqChanges::before(&state.timeseq),
+            scramble_before: None,
         }
     }
 
@@ -295,7 +315,10 @@ impl<'a> Changes<'a> {
             }
             EntryPayload::Blank => return,
         };
-        let Touched { tags, snowflake, restore, timeseq } = what_changes(request);
+        let Touched { tags, snowflake, restore, timeseq, scramble } = what_changes(request);
+        if scramble && self.scramble_before.is_none() {
+            self.scramble_before = Some(state.scramble_keys.clone());
+        }
         for tag in tags {
             self.tags.entry(tag).or_insert_with(|| state.tags.get(tag).cloned());
         }
@@ -333,6 +356,14 @@ impl<'a> Changes<'a> {
         if self.snowflake_before.as_ref().is_some_and(|before| *before != state.snowflake) {
             batch.put(keys::SNOWFLAKE, codec::encode(&state.snowflake)?);
         }
+        if let Some(before) = &self.scramble_before {
+            // Keys are only ever added, never changed or removed.
+            for (name, key) in &state.scramble_keys {
+                if !before.contains_key(name) {
+                    batch.put(keys::scramble_key(name), codec::encode(key)?);
+                }
+            }
+        }
         if state.cluster_id != self.cluster_id_before {
             batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
         }
@@ -354,6 +385,8 @@ struct Touched<'a> {
     restore: bool,
     /// The time-sequence keys it names.
     timeseq: Option<TimeseqKeys<'a>>,
+    /// The scrambled tags' keys (a few at most: they are written when added).
+    scramble: bool,
 }
 
 /// What `request` may change. No wildcard on purpose: a new request kind must decide here what
@@ -389,6 +422,8 @@ fn what_changes(request: &Request) -> Touched<'_> {
         Request::ReleaseBatch { releases } => {
             Touched { tags: releases.iter().map(|release| release.tag.as_str()).collect(), ..Touched::default() }
         }
+        Request::CreateScrambledTag { tag, .. } => Touched { tags: vec![tag], scramble: true, ..Touched::default() },
+        Request::RestoreScrambleKeys { .. } => Touched { scramble: true, ..Touched::default() },
         Request::ClaimBatch { claims } => {
             let timeseq = TimeseqKeys::claims(claims);
             Touched {

@@ -39,6 +39,7 @@ mod regression_statefulset_lost_volume;
 mod regression_store_deleted_identity_kept;
 mod regression_tied_clock_check;
 mod regression_wiped_member;
+mod scramble;
 mod security;
 mod segments;
 mod segments_chaos;

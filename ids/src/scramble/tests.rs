@@ -121,3 +121,38 @@ proptest! {
         prop_assert_eq!(form.decode(&text), Some(value));
     }
 }
+
+#[test]
+fn a_tags_ids_map_to_ids_and_back_and_never_to_zero() {
+    let space = IdScrambler::new(0x5eed_u128 << 70 | 17, 1000).expect("a space");
+    let images: BTreeSet<u64> = (1..1000).map(|id| space.scramble(id).expect("inside")).collect();
+    assert_eq!(images, (1..1000).collect(), "a permutation of [1, 1000)");
+    for id in 1..1000 {
+        let image = space.scramble(id).expect("inside");
+        assert_eq!(space.unscramble(image), Some(id));
+        let short = space.short(image).expect("inside");
+        assert_eq!(short.len(), space.short_len());
+        assert_eq!(space.from_short(&short), Some(image), "{short}");
+    }
+    for outside in [0, 1000, u64::MAX] {
+        assert_eq!(space.scramble(outside), None);
+        assert_eq!(space.unscramble(outside), None);
+    }
+    assert_eq!(space.from_short("V"), None, "wrong length");
+    assert_eq!(space.from_short("ZZ"), None, "outside the space");
+    assert_eq!(space.from_short("0U"), None, "outside the alphabet");
+    assert_eq!(IdScrambler::new(1, 1), Err(ScrambleError::EmptyDomain));
+    assert_eq!(IdScrambler::new(1, 0), Err(ScrambleError::EmptyDomain));
+}
+
+#[test]
+fn the_whole_id_space_of_a_tag_scrambles_inside_itself() {
+    let limit = i64::MAX as u64;
+    let space = IdScrambler::new(0xdead_beef_u128 * 0x1_0000_0001, limit).expect("a space");
+    assert_eq!(space.short_len(), 13);
+    for id in [1, 2, 1000, limit / 2, limit - 2, limit - 1] {
+        let image = space.scramble(id).expect("inside");
+        assert!((1..limit).contains(&image), "{image}");
+        assert_eq!(space.unscramble(image), Some(id));
+    }
+}

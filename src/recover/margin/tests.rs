@@ -26,7 +26,7 @@ fn old_state(max_ids: &[u64], windows: &[u64], floor_ms: u64) -> OldState {
     let tags = max_ids.iter().enumerate().map(|(i, &max_id)| (format!("t{i}"), record(max_id))).collect();
     let workers = (0u32..).zip(windows).map(|(id, &end)| (id, lease(end))).collect();
     let snowflake = SnowflakeRegistry { layout: Some(SnowflakeLayout::LEAF), workers, floor_ms };
-    OldState { tags, snowflake, timeseq: leafraft_state::TimeseqRegistry::default() }
+    OldState { tags, snowflake, timeseq: leafraft_state::TimeseqRegistry::default(), scramble_keys: BTreeMap::new() }
 }
 
 /// `claims_per_sec × the tag's claim bound × seconds`, exact.

@@ -245,3 +245,82 @@ fn a_tag_moves_to_monotonic_and_never_back() {
     assert_eq!(set_mode(&mut sm, "nope", TagMode::Monotonic), Response::Rejected(Rejection::TagNotFound));
     assert_eq!(sm.tags, before.tags);
 }
+
+fn create_scrambled(sm: &mut IdStateMachine, tag: &str, key: u128) -> Response {
+    sm.apply_request(&Request::CreateScrambledTag {
+        tag: tag.into(),
+        max_id: 1,
+        step: 1000,
+        description: String::new(),
+        now_ms: 7,
+        key,
+    })
+}
+
+#[test]
+fn a_scrambled_tag_has_its_key_from_its_creation_and_no_other_tag_gains_one() {
+    let mut sm = IdStateMachine::default();
+    assert!(matches!(create_scrambled(&mut sm, "s", 42), Response::Tag { .. }));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), 42)]));
+    // The same create committed twice: answered with the tag, nothing changes.
+    let before = sm.clone();
+    assert!(matches!(create_scrambled(&mut sm, "s", 42), Response::Tag { .. }));
+    assert_eq!(sm, before);
+    assert_eq!(sm.scramble_keys, before.scramble_keys);
+    // Another key for the same tag, or a key for a plain tag that served plain IDs: refused.
+    assert_eq!(create_scrambled(&mut sm, "s", 43), Response::Rejected(Rejection::TagExists));
+    create(&mut sm, "plain", 1, 1000);
+    assert_eq!(create_scrambled(&mut sm, "plain", 42), Response::Rejected(Rejection::TagExists));
+    // Nor does a plain create of the scrambled tag's name change anything.
+    assert_eq!(create(&mut sm, "s", 5, 1000), Response::Rejected(Rejection::TagExists));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), 42)]));
+    // Its claims are a segment tag's.
+    assert_eq!(claim(&mut sm, "s", 1000), Response::Segment { start: 1, end: 1001 });
+    // A bad create changes nothing, key included.
+    let bad = Request::CreateScrambledTag {
+        tag: "bad tag".into(),
+        max_id: 1,
+        step: 1000,
+        description: String::new(),
+        now_ms: 7,
+        key: 1,
+    };
+    assert!(matches!(sm.apply_request(&bad), Response::Rejected(Rejection::InvalidArgument(_))));
+    assert!(!sm.scramble_keys.contains_key("bad tag"));
+}
+
+#[test]
+fn a_scrambled_tag_never_becomes_monotonic() {
+    let mut sm = IdStateMachine::default();
+    create_scrambled(&mut sm, "s", 42);
+    let before = sm.clone();
+    let to_monotonic = Request::SetTagMode { tag: "s".into(), mode: TagMode::Monotonic, now_ms: 8 };
+    assert!(matches!(sm.apply_request(&to_monotonic), Response::Rejected(Rejection::ModeMismatch(_))));
+    assert_eq!(sm, before);
+}
+
+#[test]
+fn scramble_keys_are_restored_once_and_only_for_existing_segment_tags() {
+    let mut sm = IdStateMachine::default();
+    create(&mut sm, "a", 1, 1000);
+    sm.apply_request(&Request::CreateTagInMode {
+        tag: "m".into(),
+        max_id: 1,
+        step: 1000,
+        description: String::new(),
+        now_ms: 7,
+        mode: TagMode::Monotonic,
+    });
+    let restore = |keys: &[(&str, u128)]| Request::RestoreScrambleKeys {
+        keys: keys.iter().map(|(tag, key)| (tag.to_string(), *key)).collect(),
+    };
+    let before = sm.clone();
+    assert_eq!(sm.apply_request(&restore(&[("a", 1), ("missing", 2)])), Response::Rejected(Rejection::TagNotFound));
+    assert!(matches!(sm.apply_request(&restore(&[("m", 1)])), Response::Rejected(Rejection::ModeMismatch(_))));
+    assert_eq!(sm, before);
+    assert_eq!(sm.scramble_keys, before.scramble_keys);
+    assert_eq!(sm.apply_request(&restore(&[("a", 1)])), Response::Empty);
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), 1)]));
+    assert!(matches!(sm.apply_request(&restore(&[("a", 2)])), Response::Rejected(Rejection::InvalidArgument(_))));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), 1)]));
+}

@@ -161,6 +161,8 @@ fn normal_entries_of_every_request() {
         "02030000000000000001000000000000002d000000000000000100000012000000",
         "02030000000000000001000000000000002d00000000000000010000001300000003000000000000000000000006000000000000006f7264657273d0070000000000000100000005000000000000007469636b73e8030000000000000200000006000000000000006f726465727301f1536500000000e803000000000000f469e5cf8b010000",
         "02030000000000000001000000000000002d000000000000000100000014000000020000000000000006000000000000006f72646572737c15000000000000581b00000000000005000000000000007469636b730200000000000000e903000000000000",
+        "02030000000000000001000000000000002d0000000000000001000000150000000700000000000000636f75706f6e730100000000000000e8030000000000000700000000000000636f75706f6e730468e5cf8b010000100f0e0d0c0b0a090807060504030201",
+        "02030000000000000001000000000000002d00000000000000010000001600000001000000000000000700000000000000636f75706f6e7307000000000000000c0d0e0f00000000",
     ];
     let requests = every_request();
     assert_eq!(requests.len(), expected.len());
@@ -250,8 +252,26 @@ fn snapshot_data_with_a_cluster_version() {
     let baseline_body = encode(&at_baseline).expect("encode");
     assert_eq!(bytes[0], SNAPSHOT_WITH_CLUSTER_VERSION);
     assert_eq!(&bytes[1..baseline_body.len()], &baseline_body[1..], "the baseline body, unchanged");
-    assert_eq!(hex(&bytes[baseline_body.len()..]), "000000000200000000000000", "then the cluster version");
+    assert_eq!(
+        hex(&bytes[baseline_body.len()..]),
+        concat!("000000000200000000000000", "0000000000000000"),
+        "then the cluster version and the scrambled tags' keys (none)"
+    );
     assert_eq!(decode_snapshot(&bytes).expect("decode"), moved);
+
+    let mut scrambled = moved.clone();
+    scrambled.scramble_keys.insert("t".into(), 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
+    let bytes = encode_snapshot(&scrambled).expect("encode");
+    assert_eq!(
+        hex(&bytes[baseline_body.len()..]),
+        concat!(
+            "000000000200000000000000",         // the cluster version
+            "0100000000000000",                 // one scrambled tag,
+            "010000000000000074",               // "t":
+            "100f0e0d0c0b0a090807060504030201", // its key
+        ),
+    );
+    assert_eq!(decode_snapshot(&bytes).expect("decode"), scrambled);
     let err = decode::<IdStateMachine>(&bytes).expect_err("the generic decoder refuses version 3");
     assert_eq!(err.to_string(), "format version 3 is not supported (this binary reads version 2)");
 }

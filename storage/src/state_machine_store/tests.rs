@@ -40,7 +40,13 @@ async fn apply_answers_every_entry_and_persists_changed_tags() {
     assert_eq!(responses[n - 1], Response::Rejected(Rejection::TagNotFound));
     assert_eq!(sm.read(Clone::clone), expected);
 
-    assert_eq!(tag_keys(&sm), ["tag/orders", "tag/ticks"]);
+    assert_eq!(tag_keys(&sm), ["tag/coupons", "tag/orders", "tag/ticks"]);
+    assert_eq!(expected.scramble_keys.len(), 1, "the scrambled tag has its key");
+    assert_eq!(
+        StateMachineStore::open(store.engine.clone()).expect("reopen").read(|state| state.scramble_keys.clone()),
+        expected.scramble_keys,
+        "the key is stored"
+    );
     assert_eq!(stored_tag(&sm, "orders").as_ref(), expected.tags.get("orders"));
     assert!(expected.snowflake.layout.is_some(), "the worker requests were applied");
     assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, next + 1)), expected.membership.clone()));
