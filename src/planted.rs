@@ -9,7 +9,8 @@
 //!
 //! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
 //! segment into a tag's double buffer, a worker lease into the snowflake generator, a range into
-//! a time-sequence holder), and the cluster-version check; `batch-first-claim-only` alone lives
+//! a time-sequence holder, a sequence number into a scrambled tag's permutation), and the
+//! cluster-version check; `batch-first-claim-only` alone lives
 //! in the state machine's `apply` (`leafraft_state::planted`), because that is where it would be. Nothing here runs while IDs are handed
 //! out, and each bug acts only on a follower, so the leader's IDs stay right and the bug has
 //! another node's to collide with.
@@ -44,16 +45,21 @@ pub enum PlantedBug {
     /// the others as if applied (`leafraft_state::planted`), so their ranges are handed out again
     /// by the next claims. The one bug that lives in `apply`, on every node that arms it.
     BatchFirstClaimOnly,
+    /// `scramble-not-bijective`: a scrambled tag's permutation ignores the lowest bit of the
+    /// sequence number (as a permutation built wrongly would), so two sequence numbers share one
+    /// image. On every node: each serves both members of such pairs.
+    ScrambleNotBijective,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "serve-twice",
         "uncommitted-claim",
         "shared-worker",
         "timeseq-serve-twice",
         "feature-gate-off",
         "batch-first-claim-only",
+        "scramble-not-bijective",
     ];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
@@ -64,6 +70,7 @@ impl PlantedBug {
             "timeseq-serve-twice" => Some(PlantedBug::TimeseqServeTwice),
             "feature-gate-off" => Some(PlantedBug::FeatureGateOff),
             "batch-first-claim-only" => Some(PlantedBug::BatchFirstClaimOnly),
+            "scramble-not-bijective" => Some(PlantedBug::ScrambleNotBijective),
             _ => None,
         }
     }
@@ -77,6 +84,7 @@ impl PlantedBug {
             PlantedBug::TimeseqServeTwice => "timeseq-serve-twice",
             PlantedBug::FeatureGateOff => "feature-gate-off",
             PlantedBug::BatchFirstClaimOnly => "batch-first-claim-only",
+            PlantedBug::ScrambleNotBijective => "scramble-not-bijective",
         }
     }
 }
@@ -178,6 +186,15 @@ pub fn arm_in_apply() {
         tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
         leafraft_state::planted::arm_apply_only_first_claim();
     }
+}
+
+/// `scramble-not-bijective`: the sequence number a scrambled tag's permutation is applied to:
+/// itself, unless the bug sets its lowest bit, so that `2k` and `2k + 1` share one image.
+pub fn scramble_input(sequence: u64) -> u64 {
+    if active() != Some(PlantedBug::ScrambleNotBijective) {
+        return sequence;
+    }
+    sequence | 1
 }
 
 /// `feature-gate-off`: whether commands skip the cluster-version check.

@@ -76,6 +76,8 @@ pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
 /// hands out lies inside its ID space; one outside would be a bug, answered as an error rather
 /// than served unscrambled (a plain number could equal another's image).
 fn scrambled(scrambler: &IdScrambler, id: u64) -> Result<u64, Error> {
+    #[cfg(feature = "planted")]
+    let id = crate::planted::scramble_input(id);
     scrambler
         .scramble(id)
         .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} lies outside the tag's ID space")))

@@ -40,6 +40,11 @@ const NOOP_RELEASE: &str = "0.2.0";
 /// must share entries.
 const BURST_TAGS: usize = 20;
 
+/// A scrambled tag (`Request::CreateScrambledTag`), created once the cluster version allows it.
+const SCRAMBLED: &str = "upgrade-scrambled";
+/// The release that introduced scrambled tags.
+const SCRAMBLE_RELEASE: &str = "0.3.0";
+
 /// Every ID any client received, by kind: none may appear twice.
 #[derive(Default)]
 struct Seen {
@@ -231,6 +236,7 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
         client.await.expect("client task");
     }
     every_node_serves(&mut cluster, &[1, 2, 3], &seen, "after the cluster version moved").await;
+    scrambled_tag_served_now(&mut cluster, &seen).await;
     claims_share_entries_now(&mut cluster).await;
     let count = seen.assert_unique("the whole upgrade");
     eprintln!("the whole upgrade: {count} IDs, none twice");
@@ -351,9 +357,33 @@ async fn check_refused_in_mixed_cluster(cluster: &mut ProcessCluster, upgraded: 
         message.contains(&format!("needs cluster version {NOOP_RELEASE}, the cluster is at {BASELINE}")),
         "{message}"
     );
+    // A scrambled tag's key is state a baseline member could not decode: refused too.
+    let create = format!(r#"{{"tag":"{SCRAMBLED}","scramble":true}}"#);
+    let (code, body) = cluster.request(upgraded, Method::POST, "/v1/tags", Some(&create), None).await;
+    assert_eq!((code, body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("FEATURE_NOT_ENABLED")), "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("needs cluster version {SCRAMBLE_RELEASE}")), "{message}");
     let status = cluster_json(cluster, upgraded).await;
     assert_eq!(status["cluster_version"], BASELINE, "the cluster version has not moved: {status}");
     assert!(leader_of(&status).is_some(), "{status}");
+}
+
+/// Once the cluster version allows it, a scrambled tag is created and every node serves it;
+/// its IDs join `seen`.
+async fn scrambled_tag_served_now(cluster: &mut ProcessCluster, seen: &Seen) {
+    let create = format!(r#"{{"tag":"{SCRAMBLED}","scramble":true,"step":50}}"#);
+    let (code, body) = cluster.request(1, Method::POST, "/v1/tags", Some(&create), None).await;
+    assert_eq!(code, StatusCode::CREATED, "a scrambled tag at cluster version {NEW}: {body}");
+    cluster.wait_tag_known(&[1, 2, 3], SCRAMBLED, TIMEOUT).await;
+    for id in 1..=3 {
+        let client = quick_client(&cluster.url(id));
+        let ids = wait_until(TIMEOUT, &format!("node {id} to serve the scrambled tag"), || {
+            let ids = client.segment_ids(SCRAMBLED, 30);
+            async move { ids.await.map_err(|e| e.to_string()) }
+        })
+        .await;
+        seen.add("scrambled", ids);
+    }
 }
 
 /// `tests/golden/0.1.0/node1`: a one-node store the baseline wrote (tags, a snowflake worker, a

@@ -104,6 +104,14 @@ async fn planted_batch_first_claim_only_is_caught() {
     );
 }
 
+/// A scrambled tag served through a map that is not a permutation: two sequence numbers share
+/// an image, and the uniqueness check sees the scrambled IDs themselves.
+#[tokio::test(flavor = "multi_thread")]
+async fn planted_scramble_not_bijective_is_caught() {
+    let text = assert_caught_by("scramble-not-bijective", &["unique-segment-ids"]).await;
+    assert!(text.contains("chaos-scrambled"), "the duplicate is the scrambled tag's:\n{text}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_run_without_a_planted_bug_passes() {
     let output = chaos(11, None).await;

@@ -154,7 +154,7 @@ struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fsync: bool,
     /// Plants a bug in the nodes: serve-twice, uncommitted-claim, shared-worker,
-    /// timeseq-serve-twice, batch-first-claim-only, feature-gate-off. Only a leafraft built with the cargo feature `planted` can (`leafraft
+    /// timeseq-serve-twice, batch-first-claim-only, feature-gate-off, scramble-not-bijective. Only a leafraft built with the cargo feature `planted` can (`leafraft
     /// planted-bugs` lists them); against any other binary the run is refused with one line.
     #[arg(long)]
     plant: Option<String>,
@@ -554,7 +554,11 @@ async fn drive(
     for (tag, step) in workload::TAGS {
         let mode = if tag == workload::MONOTONIC_TAG { "monotonic" } else { "segment" };
         nodes
-            .admin(reqwest::Method::POST, "/v1/tags", Some(json!({"tag": tag, "step": step, "mode": mode})))
+            .admin(
+                reqwest::Method::POST,
+                "/v1/tags",
+                Some(json!({"tag": tag, "step": step, "mode": mode, "scramble": tag == workload::SCRAMBLED_TAG})),
+            )
             .await
             .with_context(|| format!("create tag {tag}"))?;
     }

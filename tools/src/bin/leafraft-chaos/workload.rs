@@ -22,9 +22,16 @@ use crate::nodes::Nodes;
 use crate::nodes::Target;
 
 /// The tags of a run: a small step, so claims (Raft writes) are frequent, Leaf's default, a
-/// monotonic tag ([`MONOTONIC_TAG`]), served by the leader in real-time order, and a segment tag
-/// the `switch-to-monotonic` fault moves to monotonic during the run ([`SWITCH_TAG`]).
-pub const TAGS: [(&str, u64); 4] = [("chaos-small", 20), ("chaos-leaf", 1000), (MONOTONIC_TAG, 100), (SWITCH_TAG, 100)];
+/// monotonic tag ([`MONOTONIC_TAG`]), served by the leader in real-time order, a segment tag
+/// the `switch-to-monotonic` fault moves to monotonic during the run ([`SWITCH_TAG`]), and a
+/// scrambled tag ([`SCRAMBLED_TAG`]).
+pub const TAGS: [(&str, u64); 5] =
+    [("chaos-small", 20), ("chaos-leaf", 1000), (MONOTONIC_TAG, 100), (SWITCH_TAG, 100), (SCRAMBLED_TAG, 50)];
+
+/// The tag created with `"scramble":true`: its IDs are images under a permutation, so they are
+/// judged for uniqueness as they are and have no `/ranges`; `max_id` counts sequence numbers,
+/// not them.
+pub const SCRAMBLED_TAG: &str = "chaos-scrambled";
 
 /// The tag created with `"mode":"monotonic"`; it has no `/ranges`.
 pub const MONOTONIC_TAG: &str = "chaos-monotonic";
@@ -69,7 +76,7 @@ pub async fn client(
         let target = &targets[rng.gen_range(0..targets.len())];
         let mut endpoint = Endpoint::ALL[rng.gen_range(0..Endpoint::ALL.len())];
         let tag = TAGS[rng.gen_range(0..TAGS.len())].0;
-        if tag == MONOTONIC_TAG && endpoint == Endpoint::SegmentRanges {
+        if (tag == MONOTONIC_TAG || tag == SCRAMBLED_TAG) && endpoint == Endpoint::SegmentRanges {
             endpoint = Endpoint::SegmentList;
         }
         let count: u64 = match endpoint {
