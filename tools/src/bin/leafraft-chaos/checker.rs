@@ -4,10 +4,12 @@
 //! IDs may exist, so no check ever treats it as "not issued" (none of the checks below needs to).
 //!
 //! Checks, each with the first few counterexamples:
-//! - `unique-segment-ids`: no segment ID of a tag was acknowledged twice (per tag, all endpoints).
+//! - `unique-segment-ids`: no segment ID of a tag was acknowledged twice (per tag, all endpoints);
+//!   for the scrambled tag (`chaos-scrambled`) these are the served images themselves.
 //! - `unique-snowflake-ids`: no snowflake ID was acknowledged twice (all nodes, all endpoints).
 //! - `segment-order`: per node incarnation and tag, a request answered before another was sent got
-//!   smaller IDs; inside one answer the IDs strictly increase.
+//!   smaller IDs; inside one answer the IDs strictly increase. Not for the scrambled tag, whose
+//!   IDs are in no order (nor `max-id-covers-served`: its `max_id` counts sequence numbers).
 //! - `snowflake-order`: per worker, the same in real time, across holders too (a new holder starts
 //!   above the old window).
 //! - `worker-holders-disjoint`: no millisecond of a worker was used by two node incarnations.
