@@ -21,12 +21,16 @@
 #      core 1 (`taskset`), p99.9 at 50/75/90 % of the pinned counter's maximum rate
 #      (`leafraft-bench http --rate`, corrected for coordinated omission like wrk2), counter and
 #      single node alternating, 3 rounds (bar: within 1.25x the counter's p99.9);
+#   8. scrambled IDs: a scrambled tag against a plain one on the same cluster, alternating, 3
+#      rounds: one ID per request on Leaf's path (bar >= 0.95x the plain tag's requests/s) and
+#      count=1000 lists (bar >= 0.8x its IDs/s);
 #   --tls: only the TLS bar instead: one ID per request over TLS (keep-alive) on a 3-node cluster
 #      with TLS and mutual TLS between the nodes, vs the same counter server behind the same TLS
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
 # Each paired ratio also prints the ceiling: three counter processes under the same load against
 # the one-process baseline (on 2 cores, three processes of anything lose ~20 % to switching).
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-one-id | --only-timeseq | --tls]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-one-id | --only-timeseq | --only-scramble | --tls]
+#   --only-scramble: section 8 only.
 #   --only-one-id: sections 1b and 2b only.
 #   --only-lease: section 6d only (this build's monotonic confirmation vs the lease of dcd6af4).
 #   --only-monotonic-follower: section 6's follower ratio and ranges only (6b, 6c).
@@ -47,6 +51,7 @@ only_one_id=0
 release=0.1.0
 only_tls=0
 only_timeseq=0
+only_scramble=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
@@ -56,6 +61,7 @@ while [ $# -gt 0 ]; do
     --only-one-id) only_one_id=1; shift ;;
     --tls) only_tls=1; shift ;;
     --only-timeseq) only_timeseq=1; shift ;;
+    --only-scramble) only_scramble=1; shift ;;
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
@@ -473,6 +479,45 @@ timeseq_section() {
     "$(metric_total '^leafraft_timeseq_events_total[{]kind="waits"' "${nodes[@]}")" \
     "$(metric_total '^leafraft_timeseq_events_total[{]kind="exhausted_seconds"' "${nodes[@]}")"
 }
+# 8. Scrambled IDs: the same cluster serves a plain tag (`bench`) and a scrambled one, both
+# step 1000; each pair of runs alternates them under the same load, 3 rounds, and the ratio is
+# the median of the per-round ratios of FIELD (requests/s for one ID, IDs/s for lists).
+scramble_section() {
+  "$bin" tag create scrambled --step 1000 --scramble --server "http://${nodes[0]}" >/dev/null
+  for addr in "${nodes[@]}"; do
+    for _ in $(seq 1 200); do curl -sf "$addr/api/segment/get/scrambled" >/dev/null && break; sleep 0.05; done
+  done
+  # scramble_pair NAME FIELD BAR PATH_PLAIN PATH_SCRAMBLED
+  scramble_pair() {
+    local name=$1 field_name=$2 bar=$3 plain scrambled ratios=() round
+    plain=$(urls "$4" "${nodes[@]}")
+    scrambled=$(urls "$5" "${nodes[@]}")
+    warm --url "$plain"
+    warm --url "$scrambled"
+    echo "== 8$name, alternating, 3 rounds, ${duration}s per run"
+    for round in 1 2 3; do
+      local p s p_val s_val
+      p=$(load --url "$plain")
+      s=$(load --url "$scrambled")
+      p_val=$(echo "$p" | field "[\"$field_name\"]")
+      s_val=$(echo "$s" | field "[\"$field_name\"]")
+      printf "round %s  plain %12.0f %s (p99 %s µs)  scrambled %12.0f %s (p99 %s µs, errors %s, duplicates %s)\n" \
+        "$round" "$p_val" "$field_name" "$(echo "$p" | field '["p99_us"]')" "$s_val" "$field_name" \
+        "$(echo "$s" | field '["p99_us"]')" "$(echo "$s" | field '["errors_by_status"]')" "$(echo "$s" | field '["duplicates"]')"
+      ratios+=("$(python3 -c "print($s_val / $p_val)")")
+    done
+    python3 -c "import statistics as s; r=[${ratios[0]},${ratios[1]},${ratios[2]}]; print('scrambled / plain  median %.2f (runs %s) (bar >= $bar)' % (s.median(r), ', '.join('%.2f' % x for x in r)))"
+  }
+  scramble_pair "a. one scrambled ID per request (Leaf's path) vs a plain one" requests_per_sec 0.95 \
+    /api/segment/get/bench /api/segment/get/scrambled
+  scramble_pair "b. count=1000 lists: scrambled vs plain" ids_per_sec 0.8 \
+    '/v1/segment/bench?count=1000' '/v1/segment/scrambled?count=1000'
+}
+if [ "$only_scramble" = 1 ]; then
+  scramble_section
+  exit 0
+fi
+
 if [ "$only_timeseq" = 1 ]; then
   warm --url "http://127.0.0.1:$counter_port/x" --no-check
   timeseq_section
@@ -536,3 +581,5 @@ monotonic_section
 lease_section
 
 timeseq_section
+
+scramble_section

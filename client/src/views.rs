@@ -27,6 +27,9 @@ pub struct Tag {
     /// `segment` or `monotonic` (empty from a server that predates modes).
     #[serde(default)]
     pub mode: String,
+    /// Whether the tag's IDs are served scrambled (absent, so false, from a server without them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scramble: bool,
     /// The answering node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<Buffers>,
     #[serde(flatten)]
@@ -79,6 +82,11 @@ pub struct NewTag {
     /// `segment` (default) or `monotonic`: served only by the leader, in real-time order.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// Serve the tag's IDs through a keyed permutation of its ID space (segment tags only; fixed
+    /// at creation): they then reveal neither volume nor order. Its IDs come as lists only
+    /// ([`Client::segment_ids`](crate::Client::segment_ids)), never as ranges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scramble: Option<bool>,
 }
 
 /// One tag of `POST /v1/import/tags`: created from this when missing; otherwise `max_id` is raised

@@ -401,4 +401,8 @@ pub struct TagFields {
     /// real-time order); a tag moves only from segment to monotonic.
     #[arg(long, value_parser = ["segment", "monotonic"])]
     pub mode: Option<String>,
+    /// Serve the tag's IDs through a keyed permutation of its ID space, so that they show
+    /// neither how many were handed out nor their order (creation only; segment tags only).
+    #[arg(long)]
+    pub scramble: bool,
 }

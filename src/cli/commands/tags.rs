@@ -23,6 +23,7 @@ pub async fn run(client: &Client, command: TagCommand) -> Outcome {
                 step: fields.step,
                 description: fields.description,
                 mode: fields.mode,
+                scramble: fields.scramble.then_some(true),
             };
             print_json(&client.create_tag(&tag).await?)
         }
@@ -39,6 +40,9 @@ pub async fn run(client: &Client, command: TagCommand) -> Outcome {
                 max_id: fields.max_id,
                 mode: fields.mode,
             };
+            if fields.scramble {
+                return Err(Failure::Usage("--scramble is set at creation only; a tag never changes it".into()));
+            }
             if update.is_empty() {
                 return Err(Failure::Usage(
                     "tag update needs at least one of --step, --max-id, --description, --mode".into(),
