@@ -23,7 +23,8 @@
 #      single node alternating, 3 rounds (bar: within 1.25x the counter's p99.9);
 #   8. scrambled IDs: a scrambled tag against a plain one on the same cluster, alternating, 3
 #      rounds: one ID per request on Leaf's path (bar >= 0.95x the plain tag's requests/s) and
-#      count=1000 lists (bar >= 0.8x its IDs/s);
+#      count=1000 lists (bar >= 0.8x its IDs/s), for the default 63-bit space (19-digit IDs,
+#      twice the plain tag's bytes) and a 32-bit one (10 digits, about the plain tag's);
 #   --tls: only the TLS bar instead: one ID per request over TLS (keep-alive) on a 3-node cluster
 #      with TLS and mutual TLS between the nodes, vs the same counter server behind the same TLS
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
@@ -484,8 +485,11 @@ timeseq_section() {
 # the median of the per-round ratios of FIELD (requests/s for one ID, IDs/s for lists).
 scramble_section() {
   "$bin" tag create scrambled --step 1000 --scramble --server "http://${nodes[0]}" >/dev/null
+  "$bin" tag create scrambled32 --step 1000 --scramble --scramble-bits 32 --server "http://${nodes[0]}" >/dev/null
   for addr in "${nodes[@]}"; do
-    for _ in $(seq 1 200); do curl -sf "$addr/api/segment/get/scrambled" >/dev/null && break; sleep 0.05; done
+    for tag in scrambled scrambled32; do
+      for _ in $(seq 1 200); do curl -sf "$addr/api/segment/get/$tag" >/dev/null && break; sleep 0.05; done
+    done
   done
   # scramble_pair NAME FIELD BAR PATH_PLAIN PATH_SCRAMBLED
   scramble_pair() {
@@ -510,8 +514,10 @@ scramble_section() {
   }
   scramble_pair "a. one scrambled ID per request (Leaf's path) vs a plain one" requests_per_sec 0.95 \
     /api/segment/get/bench /api/segment/get/scrambled
-  scramble_pair "b. count=1000 lists: scrambled vs plain" ids_per_sec 0.8 \
+  scramble_pair "b. count=1000 lists: scrambled (63 bits: 19-digit IDs) vs plain" ids_per_sec 0.8 \
     '/v1/segment/bench?count=1000' '/v1/segment/scrambled?count=1000'
+  scramble_pair "c. count=1000 lists: scrambled in 32 bits (10-digit IDs) vs plain" ids_per_sec 0.8 \
+    '/v1/segment/bench?count=1000' '/v1/segment/scrambled32?count=1000'
 }
 if [ "$only_scramble" = 1 ]; then
   scramble_section

@@ -18,6 +18,7 @@ mod peer;
 mod pin;
 mod respond;
 mod schemas;
+mod scramble;
 mod segments;
 mod snowflakes;
 pub mod status;
@@ -113,7 +114,7 @@ pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -
         .route("/v1/clock", get(snowflakes::clock))
         .route("/v1/tags", get(tags::list).post(tags::create))
         .route("/v1/tags/{tag}", get(tags::get).patch(tags::update))
-        .route("/v1/tags/{tag}/unscramble/{id}", get(tags::unscramble))
+        .route("/v1/tags/{tag}/unscramble/{id}", get(scramble::unscramble))
         // Not under /v1/tags/: a tag may be called "import".
         .route("/v1/import/tags", post(import::import))
         .route("/v1/cluster", get(cluster::status))

@@ -51,7 +51,7 @@ pub struct Backup {
     /// Since version 2.
     pub timeseq: TimeseqRegistry,
     /// Since version 3: the key of each scrambled tag.
-    pub scramble_keys: BTreeMap<String, u128>,
+    pub scramble_keys: BTreeMap<String, leafraft_state::ScrambleKey>,
 }
 
 /// Version 2 of [`Backup`]: without scrambled tags' keys (it had none).

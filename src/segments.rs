@@ -44,6 +44,7 @@ pub const MAX_COUNT: u64 = 10_000;
 mod give_back;
 mod load;
 mod map;
+mod scramble;
 mod view;
 
 use self::give_back::Dropped;
@@ -341,7 +342,7 @@ impl Segments {
         else {
             return Err(Error::tag_not_found(tag));
         };
-        let scrambler = key.map(|key| tag_scrambler(tag, key)).transpose()?;
+        let scrambler = key.map(|key| scramble::tag_scrambler(tag, key)).transpose()?;
         let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if self.stopping.load(Ordering::SeqCst) {
             return Err(Error::new(ErrorCode::SegmentsNotReady, "this node is shutting down"));
@@ -368,17 +369,6 @@ impl Segments {
         Ok(buffer)
     }
 
-    /// The permutation `tag`'s IDs are served through, `None` for a tag that is not scrambled (or
-    /// does not exist). The ranges this service hands out hold sequence numbers; what a client
-    /// receives for a scrambled tag is each one's image.
-    pub fn scrambler(&self, tag: &str) -> Result<Option<Arc<IdScrambler>>, Error> {
-        if let Some(buffer) = self.buffers.get(tag) {
-            return Ok(buffer.scrambler.clone());
-        }
-        let key = self.cluster.read(|sm| sm.scramble_keys.get(tag).copied());
-        key.map(|key| tag_scrambler(tag, key)).transpose()
-    }
-
     /// The service of the monotonic tags, to which this one hands their takes.
     pub fn monotonic(&self) -> &Arc<Monotonic> {
         &self.monotonic
@@ -398,11 +388,4 @@ impl Segments {
             }
         }
     }
-}
-
-/// The permutation of a scrambled tag's ID space under its key.
-fn tag_scrambler(tag: &str, key: u128) -> Result<Arc<IdScrambler>, Error> {
-    IdScrambler::new(key, leafraft_state::tag::MAX_ID_LIMIT)
-        .map(Arc::new)
-        .map_err(|e| Error::new(ErrorCode::SegmentsNotReady, format!("tag '{tag}' cannot be scrambled: {e:?}")))
 }

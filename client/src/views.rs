@@ -30,6 +30,9 @@ pub struct Tag {
     /// Whether the tag's IDs are served scrambled (absent, so false, from a server without them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scramble: bool,
+    /// A scrambled tag's ID space is `[1, 2^scramble_bits - 1)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scramble_bits: Option<u8>,
     /// The answering node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<Buffers>,
     #[serde(flatten)]
@@ -87,6 +90,10 @@ pub struct NewTag {
     /// ([`Client::segment_ids`](crate::Client::segment_ids)), never as ranges.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scramble: Option<bool>,
+    /// A scrambled tag's ID space, `[1, 2^bits - 1)`: 16 to 63 bits (the server's default, 63,
+    /// is every ID a tag can have). Narrower gives shorter IDs and a tag exhausted sooner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scramble_bits: Option<u8>,
 }
 
 /// One tag of `POST /v1/import/tags`: created from this when missing; otherwise `max_id` is raised

@@ -2,20 +2,23 @@
 //! many were handed out between two of them nor their order, and only the key turns one back
 //! into its sequence number.
 //!
-//! [`Scrambler::scramble`] is a permutation of `[0, limit)`: a balanced Feistel network over the
-//! smallest even number of bits that holds `limit`, with cycle-walking (an output at or above
-//! `limit` is permuted again until it falls inside, which ends because the walk follows the
-//! input's own cycle of the larger permutation, and that cycle returns to the input). Distinct
-//! inputs give distinct outputs, so the one rule (no ID twice) holds for scrambled IDs exactly
-//! when it holds for the sequence numbers under them. This is not encryption: it hides volume and
-//! order from people who see a few IDs, not a secret from someone who sees many.
+//! [`Scrambler::scramble`] is a permutation of `[0, limit)`: an alternating Feistel network over
+//! the smallest number of bits that holds `limit` (split into a high and a low part, which may
+//! differ by a bit; each round XORs one part with a keyed function of the other, so every round,
+//! and so the network, is invertible), with cycle-walking (an output at or above `limit` is
+//! permuted again until it falls inside, which ends because the walk follows the input's own
+//! cycle of the larger permutation, and that cycle returns to the input; with the bits fitted to
+//! `limit`, fewer than two steps on average, and almost never a second for a tag's ID space).
+//! Distinct inputs give distinct outputs, so the one rule (no ID twice) holds for scrambled IDs
+//! exactly when it holds for the sequence numbers under them. This is not encryption: it hides
+//! volume and order from people who see a few IDs, not a secret from someone who sees many.
 //!
 //! [`ShortForm`] writes a scrambled ID as a fixed-length string over an alphabet without
 //! look-alike characters, for IDs shown to people.
 
-/// The number of Feistel rounds: four make a keyed permutation indistinguishable from a random
-/// one in theory (Luby-Rackoff, for random round functions); eight leave room for the simple
-/// round function used here.
+/// The number of Feistel rounds, each updating one part: eight make each part depend on every
+/// input bit several times over (four full rounds in the classic count, where Luby-Rackoff's
+/// bound for random round functions is met; the rest leaves room for the simple round function).
 const ROUNDS: usize = 8;
 
 /// A keyed permutation of `[0, limit)`.
@@ -23,8 +26,10 @@ const ROUNDS: usize = 8;
 pub struct Scrambler {
     round_keys: [u64; ROUNDS],
     limit: u64,
-    /// Bits of each Feistel half.
-    half_bits: u32,
+    /// Bits of the low part; the high part has the rest of the width.
+    low_bits: u32,
+    low_mask: u64,
+    high_mask: u64,
 }
 
 /// Why a [`Scrambler`] cannot be built.
@@ -40,16 +45,23 @@ impl Scrambler {
         if limit == 0 {
             return Err(ScrambleError::EmptyDomain);
         }
-        // Bits needed for `limit - 1`, at least 2, rounded up to even: two equal halves.
+        // Bits needed for `limit - 1`, at least 2: a high and a low part of at least one bit.
         let bits = (u64::BITS - (limit - 1).leading_zeros()).max(2);
-        let half_bits = bits.div_ceil(2);
+        let low_bits = bits.div_ceil(2);
+        let high_bits = bits - low_bits;
         let mut round_keys = [0; ROUNDS];
         let mut state = (key as u64) ^ mix((key >> 64) as u64);
         for round_key in &mut round_keys {
             state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
             *round_key = mix(state ^ (key >> 64) as u64);
         }
-        Ok(Scrambler { round_keys, limit, half_bits })
+        Ok(Scrambler {
+            round_keys,
+            limit,
+            low_bits,
+            low_mask: (1u64 << low_bits) - 1,
+            high_mask: (1u64 << high_bits) - 1,
+        })
     }
 
     /// The size of the domain: inputs and outputs are below it.
@@ -77,32 +89,30 @@ impl Scrambler {
         }
     }
 
-    fn mask(&self) -> u64 {
-        (1u64 << self.half_bits) - 1
-    }
-
+    /// Even rounds change the high part from the low one, odd rounds the low part from the high.
     fn forward(&self, x: u64) -> u64 {
-        let mask = self.mask();
-        let (mut left, mut right) = (x >> self.half_bits, x & mask);
-        for key in self.round_keys {
-            (left, right) = (right, left ^ (round(key, right) & mask));
+        let (mut high, mut low) = (x >> self.low_bits, x & self.low_mask);
+        for pair in self.round_keys.chunks_exact(2) {
+            high ^= round(pair[0], low) & self.high_mask;
+            low ^= round(pair[1], high) & self.low_mask;
         }
-        (left << self.half_bits) | right
+        (high << self.low_bits) | low
     }
 
+    /// The rounds of [`Scrambler::forward`] undone in reverse order.
     fn backward(&self, x: u64) -> u64 {
-        let mask = self.mask();
-        let (mut left, mut right) = (x >> self.half_bits, x & mask);
-        for key in self.round_keys.iter().rev() {
-            (left, right) = (right ^ (round(*key, left) & mask), left);
+        let (mut high, mut low) = (x >> self.low_bits, x & self.low_mask);
+        for pair in self.round_keys.rchunks_exact(2) {
+            low ^= round(pair[1], high) & self.low_mask;
+            high ^= round(pair[0], low) & self.high_mask;
         }
-        (left << self.half_bits) | right
+        (high << self.low_bits) | low
     }
 }
 
-/// The round function: the half, keyed, through a 64-bit mixer.
-fn round(key: u64, half: u64) -> u64 {
-    mix(half ^ key)
+/// The round function: the part, keyed, through a 64-bit mixer.
+fn round(key: u64, part: u64) -> u64 {
+    mix(part ^ key)
 }
 
 /// SplitMix64's finalizer: every input bit moves about half of the output bits.

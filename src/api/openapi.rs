@@ -59,7 +59,7 @@ never for clients).";
         api::tags::create,
         api::tags::get,
         api::tags::update,
-        api::tags::unscramble,
+        api::scramble::unscramble,
         api::import::import,
         api::snowflakes::workers,
         api::snowflakes::release_worker,

@@ -43,6 +43,10 @@ pub struct CreateTag {
     /// neither how many were handed out nor their order (segment tags only; fixed at creation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scramble: Option<bool>,
+    /// A scrambled tag's ID space: IDs in `[1, 2^bits - 1)`, 16 to 63 bits (default 63: every
+    /// ID a tag can have). Narrower spaces give shorter IDs, and the tag is exhausted sooner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scramble_bits: Option<u8>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
@@ -123,6 +127,9 @@ pub struct TagView {
     /// Whether the tag's IDs are served scrambled (absent: not scrambled).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scramble: bool,
+    /// A scrambled tag's ID space is `[1, 2^scramble_bits - 1)` (absent for other tags).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scramble_bits: Option<u8>,
     /// This node's buffers for the tag (null until it has served the tag).
     pub buffers: Option<BufferView>,
 }
@@ -138,13 +145,15 @@ impl TagView {
             updated_at: rfc3339(record.updated_at_ms),
             mode: record.mode.as_str().to_string(),
             scramble: false,
+            scramble_bits: None,
             buffers: None,
         }
     }
 
     /// The view of a tag as the replica `state` holds it.
     pub fn of(tag: &str, record: &TagRecord, state: &leafraft_state::IdStateMachine) -> TagView {
-        TagView { scramble: state.scramble_keys.contains_key(tag), ..TagView::new(tag, record) }
+        let key = state.scramble_keys.get(tag);
+        TagView { scramble: key.is_some(), scramble_bits: key.map(|key| key.bits), ..TagView::new(tag, record) }
     }
 }
 
@@ -296,13 +305,12 @@ pub async fn create(
         .map_err(Error::invalid)?;
     let tag = create.tag.clone();
     let scramble = create.scramble.unwrap_or(false);
+    let bits = crate::api::scramble::bits(scramble, create.scramble_bits)?;
     let request = match (parse_mode(create.mode.as_deref())?, scramble) {
         (None | Some(TagMode::Segment), false) => {
             Request::CreateTag { tag, max_id, step, description, now_ms: now_ms() }
         }
-        (None | Some(TagMode::Segment), true) => {
-            Request::CreateScrambledTag { tag, max_id, step, description, now_ms: now_ms(), key: new_scramble_key()? }
-        }
+        (None | Some(TagMode::Segment), true) => crate::api::scramble::create(tag, max_id, step, description, bits)?,
         (Some(TagMode::Monotonic), true) => {
             return Err(Error::invalid(
                 "a monotonic tag cannot be scrambled: its IDs promise real-time order, which scrambling hides",
@@ -312,6 +320,7 @@ pub async fn create(
     };
     let mut view = tag_reply(&create.tag, state.cluster.write(request).await?)?;
     view.scramble = scramble;
+    view.scramble_bits = scramble.then_some(bits);
     tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag created");
     Ok((StatusCode::CREATED, Json(view)))
 }
@@ -353,7 +362,8 @@ pub async fn update(
             &tag,
             state.cluster.write(Request::SetTagMode { tag: tag.clone(), mode, now_ms: now_ms() }).await?,
         )?;
-        view.scramble = state.cluster.read(|sm| sm.scramble_keys.contains_key(&tag));
+        let key = state.cluster.read(|sm| sm.scramble_keys.get(&tag).copied());
+        (view.scramble, view.scramble_bits) = (key.is_some(), key.map(|key| key.bits));
         // Each member stops serving the tag from its segment buffers when it applies the move:
         // answered once all of them have, so that every ID from the answer on is above every ID
         // served before (503 `MEMBERS_BEHIND` otherwise; the move stays committed).
@@ -373,17 +383,10 @@ pub async fn update(
         now_ms: now_ms(),
     };
     let mut view = tag_reply(&tag, state.cluster.write(request).await?)?;
-    view.scramble = state.cluster.read(|sm| sm.scramble_keys.contains_key(&tag));
+    let key = state.cluster.read(|sm| sm.scramble_keys.get(&tag).copied());
+    (view.scramble, view.scramble_bits) = (key.is_some(), key.map(|key| key.bits));
     tracing::info!(tag = %view.tag, max_id = %view.max_id, step = view.step, "tag updated");
     Ok(Json(view))
-}
-
-/// A scrambled tag's key: 128 bits from the operating system's generator, drawn once.
-fn new_scramble_key() -> Result<u128, Error> {
-    let mut bytes = [0u8; 16];
-    getrandom::getrandom(&mut bytes)
-        .map_err(|e| Error::not_ready(format!("cannot draw a key for the scrambled tag: {e}")))?;
-    Ok(u128::from_le_bytes(bytes))
 }
 
 fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
@@ -392,70 +395,4 @@ fn tag_reply(tag: &str, response: Response) -> Result<TagView, Error> {
         Response::Rejected(rejection) => Err(Error::from_rejection(tag, &rejection)),
         other => Err(Error::no_leader(format!("unexpected answer to a tag write: {other:?}"))),
     }
-}
-
-/// A scrambled ID and the sequence number it was served for.
-#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Unscrambled {
-    /// The ID as asked, in decimal.
-    pub id: String,
-    /// The sequence number the tag's ranges held for it (decimal).
-    pub sequence: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UnscrambleParams {
-    /// `long` (default: the ID in decimal) or `short` (its fixed-length string form).
-    format: Option<String>,
-}
-
-/// The sequence number behind a scrambled ID: admin only, since it undoes what scrambling hides.
-#[utoipa::path(
-    get,
-    path = "/v1/tags/{tag}/unscramble/{id}",
-    tag = "tags",
-    summary = "Unscramble an ID (admin)",
-    params(
-        ("tag" = String, Path, description = "A scrambled tag", pattern = "^[A-Za-z0-9_.:-]{1,128}$"),
-        ("id" = String, Path, description = "One of its IDs, in decimal or (with `format=short`) its short form"),
-        ("format" = Option<String>, Query, description = "`long` (default) or `short`"),
-    ),
-    responses(
-        (status = 200, description = "The ID and its sequence number", body = Unscrambled,
-            example = json!({"id": "5170235712375528671", "sequence": "1001"})),
-        (status = 400, description = "`INVALID_ARGUMENT`: bad tag name, format, or an ID outside the tag's ID space",
-            body = crate::error::ErrorBody),
-        (status = 401, description = "`UNAUTHORIZED`: missing or wrong admin token", body = crate::error::ErrorBody),
-        (status = 404, description = "`TAG_NOT_FOUND`", body = crate::error::ErrorBody),
-        (status = 409, description = "`MODE_MISMATCH`: the tag is not scrambled", body = crate::error::ErrorBody),
-        (status = 503, description = "`NOT_READY`", body = crate::error::ErrorBody),
-    )
-)]
-pub async fn unscramble(
-    State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
-    params: Result<Query<UnscrambleParams>, QueryRejection>,
-) -> Result<Json<Unscrambled>, Error> {
-    let (tag, id) = body::path(path)?;
-    leafraft_state::tag::validate_tag(&tag).map_err(Error::invalid)?;
-    let params = body::query(params)?;
-    state.cluster.ensure_ready()?;
-    let Some(scrambler) = state.segments.scrambler(&tag)? else {
-        return Err(if state.cluster.read(|sm| sm.tags.contains_key(&tag)) {
-            Error::new(crate::error::ErrorCode::ModeMismatch, format!("tag '{tag}' is not scrambled"))
-        } else {
-            Error::tag_not_found(&tag)
-        });
-    };
-    let served = match params.format.as_deref() {
-        None | Some("long") => id.parse::<u64>().ok(),
-        Some("short") => scrambler.from_short(&id),
-        Some(other) => return Err(Error::invalid(format!("format must be \"long\" or \"short\", got {other:?}"))),
-    };
-    let sequence = served.and_then(|served| scrambler.unscramble(served).map(|sequence| (served, sequence)));
-    let Some((served, sequence)) = sequence else {
-        return Err(Error::invalid(format!("{id:?} is not an ID of tag '{tag}'")));
-    };
-    Ok(Json(Unscrambled { id: served.to_string(), sequence: sequence.to_string() }))
 }

@@ -125,10 +125,12 @@ fn golden_bytes_with_scrambled_tags() {
         "0100000000000000",                 // one scrambled tag,
         "010000000000000074",               // "t":
         "100f0e0d0c0b0a090807060504030201", // its key (u128, little endian)
-        "018d6921",                         // CRC-32
+        "28",                               // its width: 40 bits
+        "6c1e9190",                         // CRC-32
     );
     let mut backup = backup();
-    backup.scramble_keys.insert("t".into(), 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
+    let key = leafraft_state::ScrambleKey { key: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10, bits: 40 };
+    backup.scramble_keys.insert("t".into(), key);
     let bytes = encode(&backup).expect("encode");
     assert_eq!(hex(&bytes), expected);
     assert_eq!(decode(&bytes).expect("decode"), backup);

@@ -405,4 +405,8 @@ pub struct TagFields {
     /// neither how many were handed out nor their order (creation only; segment tags only).
     #[arg(long)]
     pub scramble: bool,
+    /// With --scramble: the width of the tag's ID space, 16 to 63 bits (default 63); IDs lie in
+    /// [1, 2^BITS - 1), so fewer bits give shorter IDs and a tag exhausted sooner.
+    #[arg(long, requires = "scramble")]
+    pub scramble_bits: Option<u8>,
 }

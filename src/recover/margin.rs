@@ -82,7 +82,7 @@ pub struct OldState {
     pub timeseq: TimeseqRegistry,
     /// The scrambled tags' keys: a recovered tag serves through the same permutation, so the
     /// raised `max_id` keeps it from serving an ID it served before.
-    pub scramble_keys: BTreeMap<String, u128>,
+    pub scramble_keys: BTreeMap<String, leafraft_state::ScrambleKey>,
 }
 
 /// What the new cluster starts with: the content of its one `Restore` command.
@@ -96,7 +96,7 @@ pub struct Raised {
     pub namespaces: BTreeMap<String, NamespaceRecord>,
     /// Unix seconds: the first second any time-sequence claim may use in the new cluster.
     pub timeseq_floor_s: u64,
-    pub scramble_keys: BTreeMap<String, u128>,
+    pub scramble_keys: BTreeMap<String, leafraft_state::ScrambleKey>,
 }
 
 impl Raised {

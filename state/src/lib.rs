@@ -39,6 +39,7 @@ pub mod version;
 
 pub use node::Node;
 pub use records::NamespaceRecord;
+pub use records::ScrambleKey;
 pub use records::TagMode;
 pub use records::TagRecord;
 pub use request::Claim;

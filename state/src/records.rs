@@ -28,6 +28,39 @@ pub struct TagRecord {
     pub mode: TagMode,
 }
 
+/// A scrambled tag's permutation: its key, and the width of its ID space `[1, 2^bits - 1)`.
+/// Fixed when the tag is created; persisted (log entries, snapshots, backups): fields are only
+/// ever appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrambleKey {
+    pub key: u128,
+    pub bits: u8,
+}
+
+impl ScrambleKey {
+    /// The narrowest ID space a scrambled tag may have: 65,534 IDs.
+    pub const MIN_BITS: u8 = 16;
+    /// The widest, and the default: every ID a tag can have (`tag::MAX_ID_LIMIT` is `2^63 - 1`).
+    pub const MAX_BITS: u8 = 63;
+
+    /// The first ID past the tag's space: `2^bits - 1` (the whole space's is `MAX_ID_LIMIT`).
+    pub fn id_limit(self) -> u64 {
+        (1u64 << self.bits.clamp(Self::MIN_BITS, Self::MAX_BITS)) - 1
+    }
+
+    pub fn validate(self) -> Result<(), String> {
+        match (Self::MIN_BITS..=Self::MAX_BITS).contains(&self.bits) {
+            true => Ok(()),
+            false => Err(format!(
+                "a scrambled tag's ID space is {} to {} bits wide, got {}",
+                Self::MIN_BITS,
+                Self::MAX_BITS,
+                self.bits
+            )),
+        }
+    }
+}
+
 /// How a tag's IDs are served.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum TagMode {

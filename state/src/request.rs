@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::Serialize;
 
 use crate::records::NamespaceRecord;
+use crate::records::ScrambleKey;
 use crate::records::TagMode;
 use crate::records::TagRecord;
 use crate::version::Version;
@@ -102,11 +103,12 @@ pub enum Request {
     /// sequence number `n` its ranges hold, `P` the keyed permutation of the tag's ID space
     /// (`leafraft_ids::scramble`) under `key`. The proposer draws the key once; it enters the
     /// state in the same entry as the tag, so no ID of the tag is ever served unscrambled, and
-    /// nothing changes it afterwards. A copy committed again is answered as the first one.
-    CreateScrambledTag { tag: String, max_id: u64, step: u64, description: String, now_ms: u64, key: u128 },
+    /// nothing changes it afterwards. A copy committed again is answered as the first one. The
+    /// tag's IDs lie in `[1, 2^key.bits - 1)`: its claims stop there (`TagExhausted`).
+    CreateScrambledTag { tag: String, max_id: u64, step: u64, description: String, now_ms: u64, key: ScrambleKey },
     /// The keys of a recovered cluster's scrambled tags (`leafraft recover`, after `Restore`):
     /// applies only while no tag has a key, and only to segment tags that exist.
-    RestoreScrambleKeys { keys: BTreeMap<String, u128> },
+    RestoreScrambleKeys { keys: BTreeMap<String, ScrambleKey> },
 }
 
 /// One release of a [`Request::ReleaseBatch`]: the fields of the `ReleaseSegment` it stands for.

@@ -18,6 +18,7 @@ use openraft::EntryPayload;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::records::ScrambleKey;
 pub use crate::records::TagMode;
 pub use crate::records::TagRecord;
 use crate::request::Claim;
@@ -54,7 +55,7 @@ pub struct IdStateMachine {
     /// store keeps each key under a key of its own and appends them to a snapshot after the
     /// cluster version (`storage::codec::encode_snapshot`).
     #[serde(skip)]
-    pub scramble_keys: BTreeMap<String, u128>,
+    pub scramble_keys: BTreeMap<String, ScrambleKey>,
 }
 
 impl IdStateMachine {
@@ -138,8 +139,14 @@ impl IdStateMachine {
         step: u64,
         description: &str,
         now_ms: u64,
-        key: u128,
+        key: ScrambleKey,
     ) -> Response {
+        if let Err(msg) = key.validate().and_then(|()| match max_id < key.id_limit() {
+            true => Ok(()),
+            false => Err(format!("max_id {max_id} lies outside the tag's ID space, below {}", key.id_limit())),
+        }) {
+            return Response::Rejected(Rejection::InvalidArgument(msg));
+        }
         // A tag that exists is this create's earlier copy only if it has this very key: a plain
         // tag that served plain IDs must never start serving scrambled ones (or the other way).
         if self.tags.contains_key(name) && self.scramble_keys.get(name) != Some(&key) {
@@ -153,14 +160,17 @@ impl IdStateMachine {
     }
 
     /// The keys of a recovered cluster (see [`Request::RestoreScrambleKeys`]).
-    fn restore_scramble_keys(&mut self, keys: &BTreeMap<String, u128>) -> Response {
+    fn restore_scramble_keys(&mut self, keys: &BTreeMap<String, ScrambleKey>) -> Response {
         if !self.scramble_keys.is_empty() {
             return Response::Rejected(Rejection::InvalidArgument(format!(
                 "scramble keys are restored only while no tag has one; {} tags have one",
                 self.scramble_keys.len()
             )));
         }
-        for name in keys.keys() {
+        for (name, key) in keys {
+            if let Err(msg) = key.validate() {
+                return Response::Rejected(Rejection::InvalidArgument(msg));
+            }
             match self.tags.get(name) {
                 Some(record) if record.mode == TagMode::Segment => {}
                 Some(_) => {
@@ -421,12 +431,14 @@ impl IdStateMachine {
                 mode.as_str()
             )));
         }
+        // A scrambled tag's IDs end where its permutation's space does.
+        let limit = self.scramble_keys.get(name).map_or(tag::MAX_ID_LIMIT, |key| key.id_limit());
         let start = record.max_id;
-        if start >= tag::MAX_ID_LIMIT {
+        if start >= limit {
             return Response::Rejected(Rejection::TagExhausted);
         }
         // The last claim may be shorter than the step: `max_id` stops at the limit.
-        let end = start.checked_add(step).map_or(tag::MAX_ID_LIMIT, |end| end.min(tag::MAX_ID_LIMIT));
+        let end = start.checked_add(step).map_or(limit, |end| end.min(limit));
         record.max_id = end;
         Response::Segment { start, end }
     }

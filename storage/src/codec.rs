@@ -64,8 +64,11 @@ pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
 pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
     match bytes.split_first() {
         Some((&SNAPSHOT_WITH_CLUSTER_VERSION, body)) => {
-            let (mut state, version, scramble_keys): (IdStateMachine, Version, BTreeMap<String, u128>) =
-                leafraft_state::codec::decode(body)?;
+            let (mut state, version, scramble_keys): (
+                IdStateMachine,
+                Version,
+                BTreeMap<String, leafraft_state::ScrambleKey>,
+            ) = leafraft_state::codec::decode(body)?;
             state.cluster_version = version;
             state.scramble_keys = scramble_keys;
             Ok(state)

@@ -126,9 +126,14 @@ pub fn every_request() -> Vec<Request> {
             step: 1000,
             description: "coupons".into(),
             now_ms: 1_700_000_000_004,
-            key: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10,
+            key: leafraft_state::ScrambleKey { key: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10, bits: 40 },
         },
-        Request::RestoreScrambleKeys { keys: BTreeMap::from([("coupons".to_string(), 0x0f0e_0d0c_u128 << 64 | 7)]) },
+        Request::RestoreScrambleKeys {
+            keys: BTreeMap::from([(
+                "coupons".to_string(),
+                leafraft_state::ScrambleKey { key: 0x0f0e_0d0c_u128 << 64 | 7, bits: 63 },
+            )]),
+        },
     ];
     for (position, request) in every.iter().enumerate() {
         assert_eq!(declared_position(request), position, "every_request() out of declaration order at {request:?}");

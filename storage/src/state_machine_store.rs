@@ -29,6 +29,7 @@ use leafraft_state::typ;
 use leafraft_state::IdStateMachine;
 use leafraft_state::Request;
 use leafraft_state::Response;
+use leafraft_state::ScrambleKey;
 use leafraft_state::SnowflakeRegistry;
 use leafraft_state::TagRecord;
 use leafraft_state::TimeseqRegistry;
@@ -122,7 +123,7 @@ impl StateMachineStore {
                 let record: TagRecord = codec::decode(&value).map_err(|e| ("tag record", e.into()))?;
                 tags.insert(name.to_string(), record);
             } else if let Some(name) = keys::scramble_tag(&key) {
-                let key: u128 = codec::decode(&value).map_err(|e| ("scramble key", e.into()))?;
+                let key: ScrambleKey = codec::decode(&value).map_err(|e| ("scramble key", e.into()))?;
                 scramble_keys.insert(name.to_string(), key);
             } else if key == keys::SNOWFLAKE {
                 snowflake = codec::decode(&value).map_err(|e| ("snowflake registry", e.into()))?;
@@ -288,7 +289,7 @@ struct Changes<'a> {
     timeseq: TimeseqChanges<'a>,
     /// The scrambled tags' keys before the first request that may add one (they are few, and
     /// only ever added): every key not in it is written.
-    scramble_before: Option<BTreeMap<String, u128>>,
+    scramble_before: Option<BTreeMap<String, ScrambleKey>>,
 }
 
 impl<'a> Changes<'a> {

@@ -133,7 +133,7 @@ pub fn client_with_ca(url: &str, secret: Option<String>, ca: Option<&[u8]>) -> C
 
 /// The body of `POST /v1/tags`.
 pub fn new_tag(tag: &str, max_id: Option<u64>, step: Option<u64>, description: Option<String>) -> NewTag {
-    NewTag { tag: tag.to_string(), max_id, step, description, mode: None, scramble: None }
+    NewTag { tag: tag.to_string(), max_id, step, description, mode: None, scramble: None, scramble_bits: None }
 }
 
 /// One node of the cluster: where it lives and its current process, if any.

@@ -119,8 +119,33 @@ async fn a_scrambled_tag_serves_unique_unordered_ids_that_only_an_admin_unscramb
             "{method} {path}: {answer}"
         );
     }
+    // A narrower ID space: shorter IDs, all inside it, and a max_id outside it is refused.
+    let narrow = r#"{"tag":"narrow","scramble":true,"scramble_bits":32}"#;
+    let (status, body) = cluster.request(1, Method::POST, "/v1/tags", Some(narrow), Some(SECRET)).await;
+    assert_eq!((status, body["scramble_bits"].as_u64()), (StatusCode::CREATED, Some(32)), "{body}");
+    cluster.wait_tag_known(&[1], "narrow", TIMEOUT).await;
+    let ids = take(&mut cluster, 1, "/v1/segment/narrow?count=200").await;
+    let ids: BTreeSet<u64> = ids.iter().map(|id| id.parse().expect("decimal")).collect();
+    assert_eq!(ids.len(), 200);
+    assert!(ids.iter().all(|&id| (1..u64::from(u32::MAX)).contains(&id)), "an ID outside 32 bits: {ids:?}");
+    let short = take(&mut cluster, 1, "/v1/segment/narrow?count=3&format=short").await;
+    assert!(short.iter().all(|id| id.len() == 7), "{short:?}");
+    let outside = r#"{"tag":"outside","scramble":true,"scramble_bits":32,"max_id":"4294967295"}"#;
+    for bad in
+        [outside, r#"{"tag":"wide","scramble":true,"scramble_bits":64}"#, r#"{"tag":"loose","scramble_bits":32}"#]
+    {
+        let (status, body) = cluster.request(1, Method::POST, "/v1/tags", Some(bad), Some(SECRET)).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("INVALID_ARGUMENT")),
+            "{bad}: {body}"
+        );
+    }
+
     let (_, plain) = cluster.request(1, Method::POST, "/v1/tags", Some(r#"{"tag":"plain"}"#), Some(SECRET)).await;
     assert_eq!(plain.get("scramble"), None, "a plain tag shows no scramble field: {plain}");
+    assert_eq!(plain.get("scramble_bits"), None, "{plain}");
+    cluster.wait_tag_known(&[1], "plain", TIMEOUT).await;
     let (status, answer) = cluster.request(1, Method::GET, "/v1/tags/plain/unscramble/7", None, Some(SECRET)).await;
     assert_eq!((status, answer["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("MODE_MISMATCH")), "{answer}");
     let (status, answer) = cluster.request(1, Method::GET, "/v1/segment/plain?format=short", None, None).await;

@@ -46,10 +46,17 @@ fn the_permutation_never_changes() {
     let small = Scrambler::new(KEYS[1], 1_000_000).expect("a domain");
     let golden: Vec<u64> = (1..=4).map(|n| small.scramble(n).expect("inside")).collect();
     assert_eq!(golden, GOLDEN_MILLION);
+    // What a tag serves for its first sequence numbers (its ID space ends at 2^63 - 1).
+    let tag = IdScrambler::new(KEYS[1], i64::MAX as u64).expect("a tag's space");
+    let golden: Vec<u64> = (1..=4).map(|n| tag.scramble(n).expect("inside")).collect();
+    assert_eq!(golden, GOLDEN_TAG);
 }
 
+const GOLDEN_TAG: [u64; 4] =
+    [505_241_665_039_579_422, 8_256_566_276_315_320_855, 5_334_487_220_174_131_400, 2_245_181_531_827_567_574];
+
 const GOLDEN_63_BITS: [u64; 4] =
-    [3_376_477_122_254_609_004, 5_636_993_341_339_964_574, 2_549_960_929_429_924_757, 8_550_533_975_173_710_083];
+    [8_256_566_276_315_320_854, 5_334_487_220_174_131_399, 2_245_181_531_827_567_573, 9_038_388_212_671_857_684];
 const GOLDEN_MILLION: [u64; 4] = [281_761, 625_891, 228_527, 59_912];
 
 /// Spearman's rank correlation between 10^6 consecutive sequence numbers and their scrambled

@@ -24,6 +24,7 @@ pub async fn run(client: &Client, command: TagCommand) -> Outcome {
                 description: fields.description,
                 mode: fields.mode,
                 scramble: fields.scramble.then_some(true),
+                scramble_bits: fields.scramble_bits,
             };
             print_json(&client.create_tag(&tag).await?)
         }
@@ -40,7 +41,7 @@ pub async fn run(client: &Client, command: TagCommand) -> Outcome {
                 max_id: fields.max_id,
                 mode: fields.mode,
             };
-            if fields.scramble {
+            if fields.scramble || fields.scramble_bits.is_some() {
                 return Err(Failure::Usage("--scramble is set at creation only; a tag never changes it".into()));
             }
             if update.is_empty() {

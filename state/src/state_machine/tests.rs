@@ -246,6 +246,10 @@ fn a_tag_moves_to_monotonic_and_never_back() {
     assert_eq!(sm.tags, before.tags);
 }
 
+fn scramble_key(key: u128) -> ScrambleKey {
+    ScrambleKey { key, bits: ScrambleKey::MAX_BITS }
+}
+
 fn create_scrambled(sm: &mut IdStateMachine, tag: &str, key: u128) -> Response {
     sm.apply_request(&Request::CreateScrambledTag {
         tag: tag.into(),
@@ -253,7 +257,7 @@ fn create_scrambled(sm: &mut IdStateMachine, tag: &str, key: u128) -> Response {
         step: 1000,
         description: String::new(),
         now_ms: 7,
-        key,
+        key: scramble_key(key),
     })
 }
 
@@ -261,7 +265,7 @@ fn create_scrambled(sm: &mut IdStateMachine, tag: &str, key: u128) -> Response {
 fn a_scrambled_tag_has_its_key_from_its_creation_and_no_other_tag_gains_one() {
     let mut sm = IdStateMachine::default();
     assert!(matches!(create_scrambled(&mut sm, "s", 42), Response::Tag { .. }));
-    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), 42)]));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), scramble_key(42))]));
     // The same create committed twice: answered with the tag, nothing changes.
     let before = sm.clone();
     assert!(matches!(create_scrambled(&mut sm, "s", 42), Response::Tag { .. }));
@@ -273,7 +277,7 @@ fn a_scrambled_tag_has_its_key_from_its_creation_and_no_other_tag_gains_one() {
     assert_eq!(create_scrambled(&mut sm, "plain", 42), Response::Rejected(Rejection::TagExists));
     // Nor does a plain create of the scrambled tag's name change anything.
     assert_eq!(create(&mut sm, "s", 5, 1000), Response::Rejected(Rejection::TagExists));
-    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), 42)]));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("s".to_string(), scramble_key(42))]));
     // Its claims are a segment tag's.
     assert_eq!(claim(&mut sm, "s", 1000), Response::Segment { start: 1, end: 1001 });
     // A bad create changes nothing, key included.
@@ -283,10 +287,34 @@ fn a_scrambled_tag_has_its_key_from_its_creation_and_no_other_tag_gains_one() {
         step: 1000,
         description: String::new(),
         now_ms: 7,
-        key: 1,
+        key: scramble_key(1),
     };
     assert!(matches!(sm.apply_request(&bad), Response::Rejected(Rejection::InvalidArgument(_))));
     assert!(!sm.scramble_keys.contains_key("bad tag"));
+}
+
+#[test]
+fn a_narrow_scrambled_tag_is_exhausted_at_the_end_of_its_space() {
+    let mut sm = IdStateMachine::default();
+    let create = |name: &str, max_id, bits| Request::CreateScrambledTag {
+        tag: name.into(),
+        max_id,
+        step: 1000,
+        description: String::new(),
+        now_ms: 7,
+        key: ScrambleKey { key: 9, bits },
+    };
+    let limit = (1u64 << 16) - 1;
+    assert!(matches!(sm.apply_request(&create("n", limit - 10, 16)), Response::Tag { .. }));
+    assert_eq!(claim(&mut sm, "n", 1000), Response::Segment { start: limit - 10, end: limit });
+    assert_eq!(claim(&mut sm, "n", 1000), Response::Rejected(Rejection::TagExhausted));
+    // Widths outside 16..=63, and a max_id outside the space, change nothing.
+    let before = sm.clone();
+    for (name, max_id, bits) in [("a", 1, 15), ("b", 1, 64), ("c", limit, 16), ("d", 1, 0)] {
+        let answer = sm.apply_request(&create(name, max_id, bits));
+        assert!(matches!(answer, Response::Rejected(Rejection::InvalidArgument(_))), "{name}: {answer:?}");
+    }
+    assert_eq!(sm, before);
 }
 
 #[test]
@@ -312,7 +340,7 @@ fn scramble_keys_are_restored_once_and_only_for_existing_segment_tags() {
         mode: TagMode::Monotonic,
     });
     let restore = |keys: &[(&str, u128)]| Request::RestoreScrambleKeys {
-        keys: keys.iter().map(|(tag, key)| (tag.to_string(), *key)).collect(),
+        keys: keys.iter().map(|(tag, key)| (tag.to_string(), scramble_key(*key))).collect(),
     };
     let before = sm.clone();
     assert_eq!(sm.apply_request(&restore(&[("a", 1), ("missing", 2)])), Response::Rejected(Rejection::TagNotFound));
@@ -320,7 +348,7 @@ fn scramble_keys_are_restored_once_and_only_for_existing_segment_tags() {
     assert_eq!(sm, before);
     assert_eq!(sm.scramble_keys, before.scramble_keys);
     assert_eq!(sm.apply_request(&restore(&[("a", 1)])), Response::Empty);
-    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), 1)]));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), scramble_key(1))]));
     assert!(matches!(sm.apply_request(&restore(&[("a", 2)])), Response::Rejected(Rejection::InvalidArgument(_))));
-    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), 1)]));
+    assert_eq!(sm.scramble_keys, BTreeMap::from([("a".to_string(), scramble_key(1))]));
 }

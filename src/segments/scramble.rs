@@ -1,0 +1,30 @@
+//! The permutation a scrambled tag's IDs are served through (`leafraft_ids::scramble`): the
+//! buffers hold sequence numbers; what a client receives is each one's image.
+
+use std::sync::Arc;
+
+use leafraft_ids::scramble::IdScrambler;
+
+use super::Segments;
+use crate::error::Error;
+use crate::error::ErrorCode;
+
+impl Segments {
+    /// The permutation `tag`'s IDs are served through, `None` for a tag that is not scrambled (or
+    /// does not exist). The ranges this service hands out hold sequence numbers; what a client
+    /// receives for a scrambled tag is each one's image.
+    pub fn scrambler(&self, tag: &str) -> Result<Option<Arc<IdScrambler>>, Error> {
+        if let Some(buffer) = self.buffers.get(tag) {
+            return Ok(buffer.scrambler.clone());
+        }
+        let key = self.cluster.read(|sm| sm.scramble_keys.get(tag).copied());
+        key.map(|key| tag_scrambler(tag, key)).transpose()
+    }
+}
+
+/// The permutation of a scrambled tag's ID space under its key.
+pub(super) fn tag_scrambler(tag: &str, key: leafraft_state::ScrambleKey) -> Result<Arc<IdScrambler>, Error> {
+    IdScrambler::new(key.key, key.id_limit())
+        .map(Arc::new)
+        .map_err(|e| Error::new(ErrorCode::SegmentsNotReady, format!("tag '{tag}' cannot be scrambled: {e:?}")))
+}
