@@ -17,3 +17,15 @@ pub fn arm_apply_only_first_claim() {
 pub fn apply_only_first_claim() -> bool {
     APPLY_ONLY_FIRST_CLAIM.load(Ordering::Relaxed)
 }
+
+static WINDOW_OVER_ONE_SECOND_CLAIMS: AtomicBool = AtomicBool::new(false);
+
+/// From now on, a window claim starts above the window blocks only, not above the one-second
+/// claims of its seconds: a window block can overlap a one-second claim.
+pub fn arm_window_over_one_second_claims() {
+    WINDOW_OVER_ONE_SECOND_CLAIMS.store(true, Ordering::Relaxed);
+}
+
+pub fn window_over_one_second_claims() -> bool {
+    WINDOW_OVER_ONE_SECOND_CLAIMS.load(Ordering::Relaxed)
+}

@@ -183,6 +183,10 @@ impl StateMachineStore {
             switched_to_split = !split && timeseq::split_at(state.cluster_version);
             if switched_to_split {
                 batch.remove(keys::TIMESEQ);
+                // Window blocks are written in either layout; `put_split` writes those kept.
+                for kv in self.shared.engine.scan_prefix(Keyspace::StateMachine, keys::TIMESEQ_WINDOW_PREFIX) {
+                    batch.remove(kv?.0);
+                }
                 timeseq::put_split(&state.timeseq, &mut batch)?;
             } else {
                 changes.timeseq.write(&state.timeseq, split, &self.shared.engine, &mut batch)?;
@@ -235,8 +239,11 @@ impl StateMachineStore {
             let timeseq_split = timeseq::split_at(state.cluster_version);
             if timeseq_split {
                 timeseq::put_split(&state.timeseq, &mut batch)?;
-            } else if state.timeseq != TimeseqRegistry::default() {
-                batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
+            } else {
+                if state.timeseq != TimeseqRegistry::default() {
+                    batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
+                }
+                timeseq::put_windows(&state.timeseq, &mut batch)?;
             }
             if state.cluster_id != 0 {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);
