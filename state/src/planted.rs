@@ -1,4 +1,5 @@
-//! The planted bug that lives in `apply` (`leafraft-chaos --plant batch-first-claim-only`),
+//! The planted bugs that live in `apply` (`leafraft-chaos --plant batch-first-claim-only`,
+//! `--plant window-over-one-second`),
 //! compiled only with the cargo feature `planted` (see the service's `src/planted.rs`).
 //!
 //! The service arms it at start from `LEAFRAFT_PLANTED_BUG`; `apply` reads it, which is the one
