@@ -268,7 +268,10 @@ impl Timeseq {
                     Some(error) => return Err(error),
                     None => {
                         ns.wanted.fetch_add(count - ids.len() as u64, Ordering::Relaxed);
-                        self.start_claim(&ns, second);
+                        // No window held yet (a first use, or after a restart): claim one from now.
+                        if !self.start_first_window(&ns, second) {
+                            self.start_claim(&ns, second);
+                        }
                         None
                     }
                 },

@@ -91,16 +91,38 @@ impl Timeseq {
         if ns.window_loading.swap(true, Ordering::AcqRel) {
             return;
         }
+        self.spawn_window_claim(ns, first_second);
+    }
+
+    /// Starts the claim of a first window from `second` (the one a request waits for) when
+    /// windows are allowed, none is held from `second` on, none is in flight and none failed
+    /// lately; answers whether it did (else the caller claims `second` alone).
+    pub(super) fn start_first_window(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, second: u64) -> bool {
+        let held = ns.window_until.load(Ordering::Relaxed) > second;
+        let retry_due = now_ms() >= ns.window_retry_ms.load(Ordering::Relaxed);
+        if held || !retry_due || !self.windows_allowed() || ns.window_loading.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.spawn_window_claim(ns, second);
+        true
+    }
+
+    fn spawn_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64) {
         let service = Arc::clone(self);
         let ns = Arc::clone(ns);
         tokio::spawn(async move {
             service.claim_window(&ns, first_second).await;
             ns.window_loading.store(false, Ordering::Release);
+            // A request may wait for this window's first second.
+            ns.claimed.notify_waiters();
         });
     }
 
     async fn claim_window(&self, ns: &NamespaceHolder, first_second: u64) {
-        let peak = ns.window_peak.swap(0, Ordering::Relaxed).max(ns.last_second_ids.load(Ordering::Relaxed));
+        // What waiting requests want counts too: a first window is sized by its first request.
+        let wanted = ns.wanted.load(Ordering::Relaxed).min(ns.sizer.max);
+        let peak =
+            ns.window_peak.swap(0, Ordering::Relaxed).max(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
         let block = window_block(ns.window_block.load(Ordering::Relaxed), peak, ns.sizer.max);
         let now = now_ms();
         let claim = leafraft_state::Claim::TimeseqWindow {
@@ -161,7 +183,9 @@ impl Timeseq {
                     if due {
                         self.start_window_claim(ns, first);
                     }
-                    if ns.window_covers(next_second) {
+                    // Nor a one-second prefetch while a window claim (which covers the next
+                    // second whenever none is held) is in flight.
+                    if ns.window_covers(next_second) || ns.window_loading.load(Ordering::Acquire) {
                         continue;
                     }
                 }

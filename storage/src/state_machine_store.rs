@@ -7,7 +7,8 @@
 //!   `cluster_id` → `u64` (once set), `cluster_version` → `leafraft_state::Version` (once past the baseline);
 //! - the time-sequence registry (once used): `timeseq` → the whole registry until the cluster
 //!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
-//!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`);
+//!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`); and the window
+//!   blocks, `timeseq/win/<last second><name>`, in either layout;
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an

@@ -18,6 +18,11 @@
 //! store that reached it before this layout existed): that batch removes `timeseq` and writes the
 //! whole registry split. An installed snapshot is written in the layout of its cluster version.
 //! Both layouts are read on open, never both at once.
+//!
+//! Window blocks (`TimeseqRegistry::windows`, a field the registry's own encoding skips) are kept
+//! in either layout as `timeseq/win/<last second><name>` → first second → highest end: an apply
+//! rewrites the keys of the windows its claims named and removes those forgotten as one key
+//! range, like the seconds.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
