@@ -10,8 +10,9 @@
 //! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
 //! segment into a tag's double buffer, a worker lease into the snowflake generator, a range into
 //! a time-sequence holder, a sequence number into a scrambled tag's permutation), and the
-//! cluster-version check; `batch-first-claim-only` alone lives
-//! in the state machine's `apply` (`leafraft_state::planted`), because that is where it would be. Nothing here runs while IDs are handed
+//! cluster-version check; `batch-first-claim-only` and `window-over-one-second` live in the
+//! state machine's `apply` (`leafraft_state::planted`), because that is where they would be.
+//! Nothing here runs while IDs are handed
 //! out, and each bug acts only on a follower, so the leader's IDs stay right and the bug has
 //! another node's to collide with.
 
@@ -49,10 +50,14 @@ pub enum PlantedBug {
     /// sequence number (as a permutation built wrongly would), so two sequence numbers share one
     /// image. On every node: each serves both members of such pairs.
     ScrambleNotBijective,
+    /// `window-over-one-second`: applying a window claim starts its block above the window
+    /// blocks only, not above the one-second claims of its seconds
+    /// (`leafraft_state::planted`), so a window block overlaps one-second ranges already served.
+    WindowOverOneSecond,
 }
 
 impl PlantedBug {
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "serve-twice",
         "uncommitted-claim",
         "shared-worker",
@@ -60,6 +65,7 @@ impl PlantedBug {
         "feature-gate-off",
         "batch-first-claim-only",
         "scramble-not-bijective",
+        "window-over-one-second",
     ];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
@@ -71,6 +77,7 @@ impl PlantedBug {
             "feature-gate-off" => Some(PlantedBug::FeatureGateOff),
             "batch-first-claim-only" => Some(PlantedBug::BatchFirstClaimOnly),
             "scramble-not-bijective" => Some(PlantedBug::ScrambleNotBijective),
+            "window-over-one-second" => Some(PlantedBug::WindowOverOneSecond),
             _ => None,
         }
     }
@@ -85,6 +92,7 @@ impl PlantedBug {
             PlantedBug::FeatureGateOff => "feature-gate-off",
             PlantedBug::BatchFirstClaimOnly => "batch-first-claim-only",
             PlantedBug::ScrambleNotBijective => "scramble-not-bijective",
+            PlantedBug::WindowOverOneSecond => "window-over-one-second",
         }
     }
 }
@@ -179,12 +187,20 @@ pub fn timeseq_extra_range(
     Some(again)
 }
 
-/// `batch-first-claim-only`: arms the bug in the state machine's `apply` when it is the planted
-/// one (called once as a node starts, before Raft applies anything).
+/// `batch-first-claim-only`, `window-over-one-second`: arms the bug in the state machine's
+/// `apply` when it is the planted one (called once as a node starts, before Raft applies
+/// anything).
 pub fn arm_in_apply() {
-    if active() == Some(PlantedBug::BatchFirstClaimOnly) {
-        tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
-        leafraft_state::planted::arm_apply_only_first_claim();
+    match active() {
+        Some(PlantedBug::BatchFirstClaimOnly) => {
+            tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
+            leafraft_state::planted::arm_apply_only_first_claim();
+        }
+        Some(PlantedBug::WindowOverOneSecond) => {
+            tracing::warn!("planted window-over-one-second: window blocks ignore one-second claims");
+            leafraft_state::planted::arm_window_over_one_second_claims();
+        }
+        _ => {}
     }
 }
 

@@ -9,6 +9,8 @@
 //!    while the clock verdict (`crate::clock_verdict`, shared with snowflake) confirms this
 //!    node's clock.
 //! 3. A request waits at most `MAX_WAIT` (one second) for a range, then fails clearly.
+//! 4. Window claims (`claims.rs`) install a block for each second of their window, served under
+//!    invariants 1 and 2 like any range; a request beyond the block takes one-second claims.
 
 mod claims;
 
@@ -52,6 +54,12 @@ pub fn engine_layout(record: &leafraft_state::NamespaceRecord) -> Layout {
     }
 }
 
+/// The window a node reserves a block in every second of, per namespace in use (at most
+/// `leafraft_state::timeseq::MAX_WINDOW_S`): the longest allowed, so a namespace in steady use
+/// costs one claim per node a minute; its cost is a block per second that may go unserved (a
+/// gap, in a space of 2^seq_bits per second), and a rate that changes is followed once a window.
+pub const WINDOW_S: u64 = leafraft_state::timeseq::MAX_WINDOW_S;
+
 /// One namespace's ranges on this node and what the service keeps beside them.
 struct NamespaceHolder {
     name: String,
@@ -83,6 +91,18 @@ struct NamespaceHolder {
     last_claim_ms: AtomicU64,
     /// Unix ms of the last request, so only namespaces in use are prefetched.
     last_used_ms: AtomicU64,
+    /// The committed windows installed: every second of `[window_from, window_until)` holds a
+    /// block (0, 0: none). Contiguous windows extend it.
+    window_from: AtomicU64,
+    window_until: AtomicU64,
+    /// The block of the last window claimed (the growth and decay start from it).
+    window_block: AtomicU64,
+    /// The busiest second's sequences since the last window claim began.
+    window_peak: AtomicU64,
+    /// A window claim is in flight.
+    window_loading: std::sync::atomic::AtomicBool,
+    /// Unix ms before which no window claim is tried again after one failed.
+    window_retry_ms: AtomicU64,
 }
 
 impl NamespaceHolder {
@@ -103,6 +123,12 @@ impl NamespaceHolder {
             taken_at_last_claim: AtomicU64::new(0),
             last_claim_ms: AtomicU64::new(0),
             last_used_ms: AtomicU64::new(0),
+            window_from: AtomicU64::new(0),
+            window_until: AtomicU64::new(0),
+            window_block: AtomicU64::new(0),
+            window_peak: AtomicU64::new(0),
+            window_loading: std::sync::atomic::AtomicBool::new(false),
+            window_retry_ms: AtomicU64::new(0),
         }
     }
 }
@@ -111,6 +137,8 @@ impl NamespaceHolder {
 #[derive(Debug, Default)]
 pub struct TimeseqCounters {
     pub claims: AtomicU64,
+    /// Window claims committed (each a block in every second of a window).
+    pub window_claims: AtomicU64,
     pub waits: AtomicU64,
     pub exhausted_seconds: AtomicU64,
     pub refused_clocks: AtomicU64,
@@ -182,7 +210,7 @@ impl Timeseq {
             let started_ms = self.begin(ns, shard)?;
             if let Take::Ids { range, refill_due } = ns.holder.take(started_ms / 1000, 1) {
                 ns.taken.fetch_add(1, Ordering::Relaxed);
-                if refill_due {
+                if refill_due && ns.refill_wanted(range.second) {
                     self.start_claim(ns, range.second);
                 }
                 ns.issued.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +242,7 @@ impl Timeseq {
             match ns.holder.take(now_s, count - ids.len() as u64) {
                 Take::Ids { range, refill_due } => {
                     ns.taken.fetch_add(range.len(), Ordering::Relaxed);
-                    if refill_due {
+                    if refill_due && ns.refill_wanted(range.second) {
                         self.start_claim(&ns, range.second);
                     }
                     ids.extend((range.start..range.end).map(|sequence| Parts {
@@ -240,7 +268,10 @@ impl Timeseq {
                     Some(error) => return Err(error),
                     None => {
                         ns.wanted.fetch_add(count - ids.len() as u64, Ordering::Relaxed);
-                        self.start_claim(&ns, second);
+                        // No window held yet (a first use, or after a restart): claim one from now.
+                        if !self.start_first_window(&ns, second) {
+                            self.start_claim(&ns, second);
+                        }
                         None
                     }
                 },
@@ -353,6 +384,7 @@ impl Timeseq {
         let c = &self.counters;
         vec![
             ("claims", c.claims.load(Ordering::Relaxed)),
+            ("window_claims", c.window_claims.load(Ordering::Relaxed)),
             ("waits", c.waits.load(Ordering::Relaxed)),
             ("exhausted_seconds", c.exhausted_seconds.load(Ordering::Relaxed)),
             ("refused_clocks", c.refused_clocks.load(Ordering::Relaxed)),

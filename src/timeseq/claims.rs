@@ -19,6 +19,17 @@ const TICK: Duration = Duration::from_millis(100);
 /// A namespace not used for this long is not prefetched.
 const IDLE_MS: u64 = 3_000;
 
+/// How long before a window starts its claim is sent: inside the look-ahead (10 s) with room
+/// for a wave of claims (every namespace in use) to commit before the window's first second.
+const WINDOW_AHEAD_MS: u64 = 8_000;
+
+/// The smallest block a window reserves per second (a namespace asked for one ID a second on
+/// this node gets a few: the request that finds the block used up takes a one-second claim).
+const MIN_WINDOW_BLOCK: u64 = 4;
+
+/// How long a node waits before it tries a window claim again after one failed.
+const WINDOW_RETRY_MS: u64 = 1_000;
+
 impl Timeseq {
     /// Starts the one claim of `second` for `ns` unless one is in flight.
     pub(super) fn start_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, second: u64) {
@@ -75,16 +86,109 @@ impl Timeseq {
         *ns.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((second, failure));
     }
 
+    /// Starts the claim of the window from `first_second` for `ns` unless one is in flight.
+    fn start_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64) {
+        if ns.window_loading.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.spawn_window_claim(ns, first_second);
+    }
+
+    /// Starts the claim of a first window from `second` (the one a request waits for) when
+    /// windows are allowed, none is held from `second` on, none is in flight and none failed
+    /// lately; answers whether it did (else the caller claims `second` alone).
+    pub(super) fn start_first_window(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, second: u64) -> bool {
+        let held = ns.window_until.load(Ordering::Relaxed) > second;
+        let retry_due = now_ms() >= ns.window_retry_ms.load(Ordering::Relaxed);
+        if held || !retry_due || !self.windows_allowed() || ns.window_loading.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.spawn_window_claim(ns, second);
+        true
+    }
+
+    fn spawn_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64) {
+        let service = Arc::clone(self);
+        let ns = Arc::clone(ns);
+        tokio::spawn(async move {
+            service.claim_window(&ns, first_second).await;
+            ns.window_loading.store(false, Ordering::Release);
+            // A request may wait for this window's first second.
+            ns.claimed.notify_waiters();
+        });
+    }
+
+    async fn claim_window(&self, ns: &NamespaceHolder, first_second: u64) {
+        // What waiting requests want counts too: a first window is sized by its first request.
+        let wanted = ns.wanted.load(Ordering::Relaxed).min(ns.sizer.max);
+        let peak =
+            ns.window_peak.swap(0, Ordering::Relaxed).max(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
+        let block = window_block(ns.window_block.load(Ordering::Relaxed), peak, ns.sizer.max);
+        let now = now_ms();
+        let claim = leafraft_state::Claim::TimeseqWindow {
+            namespace: ns.name.clone(),
+            first_second,
+            seconds: super::WINDOW_S,
+            count: block,
+            now_ms: now,
+        };
+        match self.claims.claim(claim).await {
+            Ok(leafraft_state::Response::TimeseqWindow { first_second: first, seconds, start, end })
+                if first == first_second =>
+            {
+                self.counters.window_claims.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(namespace = %ns.name, first, seconds, start, end, "time-sequence window committed");
+                for second in first..first.saturating_add(seconds) {
+                    ns.holder.install_range(SecondRange { second, start, end });
+                }
+                ns.window_block.store(block, Ordering::Relaxed);
+                let until = first.saturating_add(seconds);
+                if ns.window_until.load(Ordering::Relaxed) != first {
+                    ns.window_from.store(first, Ordering::Relaxed);
+                }
+                ns.window_until.store(until, Ordering::Relaxed);
+            }
+            answer => {
+                tracing::debug!(namespace = %ns.name, first_second, ?answer, "time-sequence window claim failed");
+                ns.window_retry_ms.store(now_ms().saturating_add(WINDOW_RETRY_MS), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether every member decodes window claims (they travel in `ClaimBatch` only).
+    fn windows_allowed(&self) -> bool {
+        self.cluster.cluster_version() >= leafraft_state::Version::CLAIM_BATCHES
+    }
+
     /// Runs until `stop` changes: copies the clock verdict, rolls the rates over each second and
     /// claims the next second's range for every namespace in use.
     pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             self.clock_refused.store(self.clock.refusal().map(Arc::new));
             let now = now_ms();
+            let windows = self.windows_allowed();
             for ns in self.holders.load().values() {
                 roll_rate(ns, now);
-                let in_use = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed)) < IDLE_MS;
+                let idle_ms = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed));
+                let in_use = idle_ms < IDLE_MS;
                 let next_second = now / 1000 + 1;
+                if windows {
+                    // The next window: right after the one held, or from the next second when
+                    // none is held (a namespace's first use, or used again after a pause).
+                    let first = ns.window_until.load(Ordering::Relaxed).max(next_second);
+                    let continues = first > next_second && idle_ms < super::WINDOW_S * 1000;
+                    let due = first * 1000 <= now + WINDOW_AHEAD_MS
+                        && now >= ns.window_retry_ms.load(Ordering::Relaxed)
+                        && (in_use || continues);
+                    if due {
+                        self.start_window_claim(ns, first);
+                    }
+                    // Nor a one-second prefetch while a window claim (which covers the next
+                    // second whenever none is held) is in flight.
+                    if ns.window_covers(next_second) || ns.window_loading.load(Ordering::Acquire) {
+                        continue;
+                    }
+                }
                 // From the start of the second before (the first tick in it), so that a node's
                 // wave of prefetches (one claim per namespace in use: 10,000 of them fill ten
                 // entries) has the whole second to commit before its IDs are due. From
@@ -100,6 +204,39 @@ impl Timeseq {
         }
         self.close_all();
     }
+}
+
+impl NamespaceHolder {
+    /// Whether a committed window holds a block for `second`.
+    fn window_covers(&self, second: u64) -> bool {
+        self.window_from.load(Ordering::Relaxed) <= second && second < self.window_until.load(Ordering::Relaxed)
+    }
+
+    /// Whether a range of `second` passing its refill mark needs a one-second claim: always
+    /// outside a window; inside one only when this node takes more a second than the block holds
+    /// (a burst), so a namespace in steady use claims nothing but its windows.
+    pub(super) fn refill_wanted(&self, second: u64) -> bool {
+        !self.window_covers(second)
+            || self.last_second_ids.load(Ordering::Relaxed) > self.window_block.load(Ordering::Relaxed)
+    }
+}
+
+/// The block of the next window: Leaf's dynamic step over windows. It starts at the busiest
+/// second since the last window claim plus half, rounded up to a power of two; grows at once
+/// (at least doubling) when that is more than the last block, shrinks by half only when it is
+/// below a quarter of it; between `MIN_WINDOW_BLOCK` and `max`.
+fn window_block(last_block: u64, peak: u64, max: u64) -> u64 {
+    let wanted = peak.saturating_add(peak / 2).max(MIN_WINDOW_BLOCK).next_power_of_two();
+    let block = if last_block == 0 {
+        wanted
+    } else if wanted > last_block {
+        wanted.max(last_block.saturating_mul(2))
+    } else if wanted.saturating_mul(4) <= last_block {
+        last_block / 2
+    } else {
+        last_block
+    };
+    block.clamp(MIN_WINDOW_BLOCK.min(max), max)
 }
 
 /// A claim of `second` committed: an earlier refusal up to that second no longer holds (a
@@ -140,7 +277,9 @@ fn roll_rate(ns: &NamespaceHolder, now: u64) {
         let issued = ns.taken.load(Ordering::Relaxed);
         let previous = ns.issued_at_second_start.swap(issued, Ordering::Relaxed);
         let elapsed_s = second.saturating_sub(*last).max(1);
-        ns.last_second_ids.store(issued.saturating_sub(previous) / elapsed_s, Ordering::Relaxed);
+        let ids = issued.saturating_sub(previous) / elapsed_s;
+        ns.last_second_ids.store(ids, Ordering::Relaxed);
+        ns.window_peak.fetch_max(ids, Ordering::Relaxed);
         *last = second;
     }
 }
@@ -166,6 +305,22 @@ mod tests {
         assert_eq!(ns.sizer.size(20_000), 5_000);
         ns.taken.fetch_add(5, Ordering::Relaxed);
         assert_eq!(rate(&ns, 60_021), 500, "a few sequences within the shortest window count over 10 ms");
+    }
+
+    #[test]
+    fn window_blocks_grow_at_once_and_decay_by_halves() {
+        let max = 32_768;
+        assert_eq!(window_block(0, 0, max), MIN_WINDOW_BLOCK, "a first window knows little");
+        assert_eq!(window_block(0, 1, max), 4);
+        assert_eq!(window_block(0, 100, max), 256);
+        assert_eq!(window_block(4, 3, max), 4, "3 and half of it fit in 4");
+        assert_eq!(window_block(4, 4, max), 8, "grows at least twofold");
+        assert_eq!(window_block(8, 100, max), 256);
+        assert_eq!(window_block(256, 120, max), 256, "kept while above a quarter");
+        assert_eq!(window_block(256, 20, max), 128, "halves once the need is a quarter");
+        assert_eq!(window_block(4, 0, max), 4, "never below the minimum");
+        assert_eq!(window_block(0, 1_000_000, max), max);
+        assert_eq!(window_block(1, 0, 1), 1, "a namespace of one sequence a second");
     }
 
     /// A busy last second keeps claims large through a quiet moment.

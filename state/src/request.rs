@@ -128,17 +128,26 @@ pub enum Claim {
     Monotonic { tag: String, step: u64 },
     /// As [`Request::ClaimTimeseq`].
     Timeseq { namespace: String, second: u64, count: u64, now_ms: u64 },
+    // --- Also release 0.3.0: travels only inside a `ClaimBatch`, which no older member decodes.
+    /// Claims one block of up to `count` sequences in every second of
+    /// `[first_second, first_second + seconds)` (Unix seconds, `seconds` at most
+    /// `timeseq::MAX_WINDOW_S`): the same block `[start, end)` in each, above everything either
+    /// kind of claim gave in any of them. `now_ms` is the claimer's clock, as in `Timeseq`.
+    /// Answered with `Response::TimeseqWindow`. No command of its own: only in a batch.
+    TimeseqWindow { namespace: String, first_second: u64, seconds: u64, count: u64, now_ms: u64 },
 }
 
 impl Claim {
-    /// The command this claim applies as.
-    pub fn request(&self) -> Request {
+    /// The command this claim applies as, if it has one of its own (a window claim travels only
+    /// inside a `ClaimBatch`).
+    pub fn request(&self) -> Option<Request> {
         match self.clone() {
-            Claim::Segment { tag, step } => Request::ClaimSegment { tag, step },
-            Claim::Monotonic { tag, step } => Request::ClaimMonotonic { tag, step },
+            Claim::Segment { tag, step } => Some(Request::ClaimSegment { tag, step }),
+            Claim::Monotonic { tag, step } => Some(Request::ClaimMonotonic { tag, step }),
             Claim::Timeseq { namespace, second, count, now_ms } => {
-                Request::ClaimTimeseq { namespace, second, count, now_ms }
+                Some(Request::ClaimTimeseq { namespace, second, count, now_ms })
             }
+            Claim::TimeseqWindow { .. } => None,
         }
     }
 
@@ -146,7 +155,7 @@ impl Claim {
     pub fn tag(&self) -> Option<&str> {
         match self {
             Claim::Segment { tag, .. } | Claim::Monotonic { tag, .. } => Some(tag),
-            Claim::Timeseq { .. } => None,
+            Claim::Timeseq { .. } | Claim::TimeseqWindow { .. } => None,
         }
     }
 }
@@ -311,9 +320,17 @@ pub enum Response {
     ClusterVersion {
         version: Version,
     },
-    /// The answers to a `ClaimBatch`, one per claim in its order: `Segment`, `TimeseqRange` or
-    /// `Rejected`, exactly what each claim's own command would have answered.
+    /// The answers to a `ClaimBatch`, one per claim in its order: `Segment`, `TimeseqRange`,
+    /// `TimeseqWindow` or `Rejected`, exactly what each claim's own command would have answered.
     Batch(Vec<Response>),
+    /// A committed window claim: sequences `[start, end)` of every Unix second in
+    /// `[first_second, first_second + seconds)` now belong to the claimer.
+    TimeseqWindow {
+        first_second: u64,
+        seconds: u64,
+        start: u64,
+        end: u64,
+    },
 }
 
 /// Why applying a request changed nothing. Mirrors the error codes of the HTTP API.

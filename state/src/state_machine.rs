@@ -209,6 +209,9 @@ impl IdStateMachine {
             Claim::Timeseq { namespace, second, count, now_ms } => {
                 self.timeseq.claim(namespace, *second, *count, *now_ms)
             }
+            Claim::TimeseqWindow { namespace, first_second, seconds, count, now_ms } => {
+                self.timeseq.claim_window(namespace, *first_second, *seconds, *count, *now_ms)
+            }
         }
     }
 

@@ -11,6 +11,13 @@
 //!    twice.
 //! 3. A second more than `LOOKAHEAD_MS` past the claim's `now_ms` is refused (`ClockAhead`).
 //! 4. Everything time-like comes in the command; a rejected command changes nothing.
+//! 5. A window claim hands out one block `[start, end)` in every second of its window (at most
+//!    `MAX_WINDOW_S` seconds, the first one judged by rules 2 and 3), starting above every
+//!    sequence either kind of claim gave in any of those seconds; a one-second claim starts above
+//!    every window block of its second. Each namespace keeps, per window, only the highest end
+//!    given in it, and forgets a window once its last second is below the horizon. So no
+//!    (namespace, second, sequence) is in two claims of either kind, and the state grows with the
+//!    windows, not with their seconds.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +39,14 @@ pub const RETENTION_S: u64 = 600;
 /// room for a clock a little behind the leader's.
 pub const LOOKAHEAD_MS: u64 = 10_000;
 
+/// The most seconds one window claim covers.
+pub const MAX_WINDOW_S: u64 = 60;
+
+/// One namespace's window blocks: per window `(last_second, first_second)`, the highest end of
+/// the blocks given in it (every block of the window lies below it). Ordered by the last second,
+/// so forgetting pops from the front.
+pub type WindowBlocks = BTreeMap<(u64, u64), u64>;
+
 /// 2020-01-01T00:00:00Z, the default epoch.
 pub const DEFAULT_EPOCH_S: u64 = 1_577_836_800;
 pub const DEFAULT_SHARD_BITS: u8 = 12;
@@ -52,6 +67,11 @@ pub struct TimeseqRegistry {
     /// first claim after it forgets, as every claim did before the mark existed.
     #[serde(skip)]
     pub forgotten_below: ForgetMark,
+    /// Per namespace, the window blocks given inside the horizon. Not part of this type's own
+    /// encoding, which is the baseline release's: the store keeps it under keys of its own and
+    /// appends it to the snapshot (`storage::codec::encode_snapshot`).
+    #[serde(skip)]
+    pub windows: BTreeMap<String, WindowBlocks>,
 }
 
 /// The horizon at which [`TimeseqRegistry`] last forgot the seconds below it. Every second kept
@@ -130,7 +150,8 @@ impl TimeseqRegistry {
         if second > limit_s {
             return Response::Rejected(Rejection::ClockAhead { limit_s });
         }
-        let next = self.next_seq.get(name).and_then(|seconds| seconds.get(&second)).copied().unwrap_or(0);
+        let one_second = self.next_seq.get(name).and_then(|seconds| seconds.get(&second)).copied().unwrap_or(0);
+        let next = one_second.max(self.window_top(name, second, second));
         if next >= limit {
             return Response::Rejected(Rejection::SecondExhausted);
         }
@@ -151,6 +172,86 @@ impl TimeseqRegistry {
         Response::TimeseqRange { second, start: next, end }
     }
 
+    /// Claims one block of up to `count` sequences in every second of
+    /// `[first_second, first_second + seconds)`: the same `[start, end)` in each, above every
+    /// sequence any claim gave in any of them.
+    pub fn claim_window(&mut self, name: &str, first_second: u64, seconds: u64, count: u64, now_ms: u64) -> Response {
+        let Some(record) = self.namespaces.get(name) else {
+            return Response::Rejected(Rejection::NamespaceNotFound);
+        };
+        let limit = record.seq_limit();
+        if count == 0 || count > limit {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a claim asks for 1 to {limit} sequences, got {count}"
+            )));
+        }
+        if seconds == 0 || seconds > MAX_WINDOW_S {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a window covers 1 to {MAX_WINDOW_S} seconds, got {seconds}"
+            )));
+        }
+        let last_second = match first_second.checked_add(seconds - 1) {
+            Some(last) if first_second >= record.epoch_s && last <= record.last_second() => last,
+            _ => {
+                return Response::Rejected(Rejection::InvalidArgument(format!(
+                    "the window of {seconds} seconds from {first_second} is outside the namespace's time bits"
+                )))
+            }
+        };
+        let newest_now_ms = self.newest_now_ms.max(now_ms);
+        let horizon_s = self.horizon_for(newest_now_ms);
+        if first_second < horizon_s {
+            return Response::Rejected(Rejection::ClockBackwards { horizon_s });
+        }
+        let limit_s = now_ms.saturating_add(LOOKAHEAD_MS) / 1000;
+        if first_second > limit_s {
+            return Response::Rejected(Rejection::ClockAhead { limit_s });
+        }
+        let one_second = self
+            .next_seq
+            .get(name)
+            .map(|claimed| claimed.range(first_second..=last_second).map(|(_, &next)| next).max().unwrap_or(0))
+            .unwrap_or(0);
+        #[cfg(feature = "planted")]
+        let one_second = if crate::planted::window_over_one_second_claims() { 0 } else { one_second };
+        let start = one_second.max(self.window_top(name, first_second, last_second));
+        if start >= limit {
+            return Response::Rejected(Rejection::SecondExhausted);
+        }
+        let end = start.saturating_add(count).min(limit);
+        let window = (last_second, first_second);
+        match self.windows.get_mut(name) {
+            Some(blocks) => {
+                let top = blocks.entry(window).or_insert(end);
+                *top = (*top).max(end);
+            }
+            None => {
+                self.windows.insert(name.to_string(), BTreeMap::from([(window, end)]));
+            }
+        }
+        self.newest_now_ms = newest_now_ms;
+        if horizon_s > self.forgotten_below.0 {
+            self.forget_below(horizon_s);
+        }
+        Response::TimeseqWindow { first_second, seconds, start, end }
+    }
+
+    /// The highest end of the window blocks of `name` covering any second of
+    /// `[first_second, last_second]` (0: none).
+    fn window_top(&self, name: &str, first_second: u64, last_second: u64) -> u64 {
+        let Some(blocks) = self.windows.get(name) else {
+            return 0;
+        };
+        // A window covering one of those seconds ends at or after `first_second` and, being at
+        // most `MAX_WINDOW_S` long, before `last_second + MAX_WINDOW_S`.
+        blocks
+            .range((first_second, 0)..=(last_second.saturating_add(MAX_WINDOW_S), u64::MAX))
+            .filter(|(&(_, first), _)| first <= last_second)
+            .map(|(_, &end)| end)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Forgets every second below `horizon_s`, which can never be claimed again, and marks that
     /// it did: until the horizon rises, every second kept (and every second a claim may add) is
     /// at or above it, so forgetting again would change nothing.
@@ -160,6 +261,12 @@ impl TimeseqRegistry {
                 seconds.pop_first();
             }
             !seconds.is_empty()
+        });
+        self.windows.retain(|_, blocks| {
+            while blocks.first_key_value().is_some_and(|(&(last, _), _)| last < horizon_s) {
+                blocks.pop_first();
+            }
+            !blocks.is_empty()
         });
         self.forgotten_below = ForgetMark(horizon_s);
     }

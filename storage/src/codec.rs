@@ -42,10 +42,11 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, CodecError> {
 
 /// The version byte of a snapshot whose state has a cluster version past the baseline: the
 /// version-2 snapshot (`IdStateMachine` as the baseline release encodes it) followed by the
-/// cluster version. A state still at the baseline is encoded as version 2, byte for byte what
-/// the baseline release writes, so a baseline member installs every snapshot until the cluster
-/// version moves; from then on every member reads version 3. After the cluster version come the
-/// scrambled tags' keys (`IdStateMachine::scramble_keys`), which exist only past the baseline.
+/// cluster version, the time-sequence window blocks (`TimeseqRegistry::windows`) and the
+/// scrambled tags' keys (`IdStateMachine::scramble_keys`), which exist only past the baseline. A
+/// state still at the baseline is encoded as version 2, byte for byte what the baseline release
+/// writes, so a baseline member installs every snapshot until the cluster version moves; from
+/// then on every member reads version 3.
 pub const SNAPSHOT_WITH_CLUSTER_VERSION: u8 = 3;
 
 /// The snapshot data of `state` (see [`SNAPSHOT_WITH_CLUSTER_VERSION`]).
@@ -53,7 +54,8 @@ pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
     if state.cluster_version == Version::BASELINE {
         return encode(state);
     }
-    let body = leafraft_state::codec::encode(&(state, state.cluster_version, &state.scramble_keys))?;
+    let body =
+        leafraft_state::codec::encode(&(state, state.cluster_version, &state.timeseq.windows, &state.scramble_keys))?;
     let mut bytes = Vec::with_capacity(1 + body.len());
     bytes.push(SNAPSHOT_WITH_CLUSTER_VERSION);
     bytes.extend_from_slice(&body);
@@ -64,12 +66,14 @@ pub fn encode_snapshot(state: &IdStateMachine) -> Result<Vec<u8>, CodecError> {
 pub fn decode_snapshot(bytes: &[u8]) -> Result<IdStateMachine, CodecError> {
     match bytes.split_first() {
         Some((&SNAPSHOT_WITH_CLUSTER_VERSION, body)) => {
-            let (mut state, version, scramble_keys): (
+            let (mut state, version, windows, scramble_keys): (
                 IdStateMachine,
                 Version,
+                _,
                 BTreeMap<String, leafraft_state::ScrambleKey>,
             ) = leafraft_state::codec::decode(body)?;
             state.cluster_version = version;
+            state.timeseq.windows = windows;
             state.scramble_keys = scramble_keys;
             Ok(state)
         }

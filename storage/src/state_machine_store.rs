@@ -7,7 +7,8 @@
 //!   `cluster_id` → `u64` (once set), `cluster_version` → `leafraft_state::Version` (once past the baseline);
 //! - the time-sequence registry (once used): `timeseq` → the whole registry until the cluster
 //!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
-//!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`);
+//!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`); and the window
+//!   blocks, `timeseq/win/<last second><name>`, in either layout;
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -197,6 +198,10 @@ impl StateMachineStore {
             switched_to_split = !split && timeseq::split_at(state.cluster_version);
             if switched_to_split {
                 batch.remove(keys::TIMESEQ);
+                // Window blocks are written in either layout; `put_split` writes those kept.
+                for kv in self.shared.engine.scan_prefix(Keyspace::StateMachine, keys::TIMESEQ_WINDOW_PREFIX) {
+                    batch.remove(kv?.0);
+                }
                 timeseq::put_split(&state.timeseq, &mut batch)?;
             } else {
                 changes.timeseq.write(&state.timeseq, split, &self.shared.engine, &mut batch)?;
@@ -252,8 +257,11 @@ impl StateMachineStore {
             let timeseq_split = timeseq::split_at(state.cluster_version);
             if timeseq_split {
                 timeseq::put_split(&state.timeseq, &mut batch)?;
-            } else if state.timeseq != TimeseqRegistry::default() {
-                batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
+            } else {
+                if state.timeseq != TimeseqRegistry::default() {
+                    batch.put(keys::TIMESEQ, codec::encode(&state.timeseq)?);
+                }
+                timeseq::put_windows(&state.timeseq, &mut batch)?;
             }
             if state.cluster_id != 0 {
                 batch.put(keys::CLUSTER_ID, codec::encode(&state.cluster_id)?);

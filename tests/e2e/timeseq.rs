@@ -180,3 +180,66 @@ async fn regression_a_time_sequence_request_right_after_ready_is_served() {
     }
     assert_eq!(ready["segment"]["ready"], true, "{ready}");
 }
+
+/// A node's counter of `leafraft_timeseq_events_total` of `kind`.
+async fn timeseq_events(cluster: &mut ProcessCluster, node: u64, kind: &str) -> u64 {
+    let metrics = cluster.get_text(node, "/metrics").await.1;
+    let prefix = format!("leafraft_timeseq_events_total{{kind=\"{kind}\"}}");
+    let line = metrics.lines().find(|line| line.starts_with(&prefix));
+    line.and_then(|line| line.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
+}
+
+/// Three nodes serve a namespace in use from window claims (a block in every second of a
+/// window), and no ID is served twice across a node's restart: the restarted node's first
+/// request waits for a claim, then it claims a window again.
+#[tokio::test]
+async fn three_nodes_serve_from_window_claims_and_a_restart_serves_no_id_twice() {
+    let mut cluster = ProcessCluster::start(3);
+    cluster.wait_leader(TIMEOUT).await;
+    let (status, body) = create_namespace(&mut cluster, 1, r#"{"namespace":"orders"}"#).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let mut seen = BTreeSet::new();
+    let take = |got: Vec<String>, node: u64, seen: &mut BTreeSet<u64>| {
+        for id in got {
+            let id: u64 = id.parse().expect("a decimal ID");
+            assert!(seen.insert(id), "node {node} served {id} twice");
+        }
+    };
+    for node in [1, 2, 3] {
+        let got = answer_within(&mut cluster, node, "shard=1&count=3", Result::is_ok).await.expect("serving");
+        take(got, node, &mut seen);
+    }
+    // Every node in use claims a window: wait for it, asking all the while.
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    for node in [1, 2, 3] {
+        while timeseq_events(&mut cluster, node, "window_claims").await == 0 {
+            assert!(std::time::Instant::now() < deadline, "node {node} claimed no window");
+            let got = ids(&mut cluster, node, "shard=2&count=2").await.expect("IDs");
+            take(got, node, &mut seen);
+        }
+    }
+    for round in 0..150u64 {
+        let node = 1 + round % 3;
+        let got = ids(&mut cluster, node, &format!("shard={}&count=3", round % 4)).await.expect("IDs");
+        take(got, node, &mut seen);
+    }
+    cluster.kill(2);
+    cluster.restart(2);
+    cluster.wait_ready(2, TIMEOUT).await;
+    let got =
+        answer_within(&mut cluster, 2, "shard=1&count=3", Result::is_ok).await.expect("serving after the restart");
+    take(got, 2, &mut seen);
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    while timeseq_events(&mut cluster, 2, "window_claims").await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the restarted node claimed no window");
+        for node in [1, 2, 3] {
+            let got = ids(&mut cluster, node, "shard=1&count=3").await.expect("IDs");
+            take(got, node, &mut seen);
+        }
+    }
+    for round in 0..150u64 {
+        let node = 1 + round % 3;
+        let got = ids(&mut cluster, node, &format!("shard={}&count=3", round % 4)).await.expect("IDs");
+        take(got, node, &mut seen);
+    }
+}

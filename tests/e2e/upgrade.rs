@@ -194,6 +194,11 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
                 batches, 0,
                 "{step}: node {id} batched claims before the cluster version allowed it ({claims} claims)"
             );
+            assert_eq!(
+                window_claims(&mut cluster, id).await,
+                0,
+                "{step}: node {id} claimed a time-sequence window before the cluster version allowed it"
+            );
         }
         check_refused_in_mixed_cluster(&mut cluster, next, &upgraded).await;
         if upgraded.len() == 2 {
@@ -237,6 +242,18 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
     }
     every_node_serves(&mut cluster, &[1, 2, 3], &seen, "after the cluster version moved").await;
     scrambled_tag_served_now(&mut cluster, &seen).await;
+    // Time-sequence IDs are served from window claims now: every node in use claims one.
+    for id in 1..=3 {
+        let client = quick_client(&cluster.url(id));
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while window_claims(&mut cluster, id).await == 0 {
+            assert!(std::time::Instant::now() < deadline, "node {id} claimed no time-sequence window at {NEW}");
+            if let Ok(ids) = client.timeseq_ids(NAMESPACE, 1, 20).await {
+                seen.add("timeseq", ids);
+            }
+        }
+    }
+    every_node_serves(&mut cluster, &[1, 2, 3], &seen, "with window claims").await;
     claims_share_entries_now(&mut cluster).await;
     let count = seen.assert_unique("the whole upgrade");
     eprintln!("the whole upgrade: {count} IDs, none twice");
@@ -254,6 +271,16 @@ async fn set_up_every_kind(cluster: &mut ProcessCluster, leader: u64) {
     client.create_namespace(&namespace).await.expect("create the namespace");
     cluster.wait_tag_known(&[1, 2, 3], SEGMENT, TIMEOUT).await;
     cluster.wait_tag_known(&[1, 2, 3], MONOTONIC, TIMEOUT).await;
+}
+
+/// `leafraft_timeseq_events_total{kind="window_claims"}` of node `id`, which runs this release: a
+/// missing series fails rather than reading 0.
+async fn window_claims(cluster: &mut ProcessCluster, id: u64) -> u64 {
+    let text = cluster.get_text(id, "/metrics").await.1;
+    let prefix = "leafraft_timeseq_events_total{kind=\"window_claims\"}";
+    let line = text.lines().find(|line| line.starts_with(prefix));
+    let count = line.and_then(|line| line.rsplit(' ').next()?.parse().ok());
+    count.unwrap_or_else(|| panic!("node {id} lists no window claims in /metrics"))
 }
 
 /// `leafraft_claim_events_total` of node `id`: the claims it sent, the entries they took and the

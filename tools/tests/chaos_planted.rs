@@ -112,6 +112,18 @@ async fn planted_scramble_not_bijective_is_caught() {
     assert!(text.contains("chaos-scrambled"), "the duplicate is the scrambled tag's:\n{text}");
 }
 
+/// A window block applied over the one-second claims of its seconds: the sequences of those
+/// claims are served again from the window, and the time-sequence checks fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn planted_window_over_one_second_is_caught() {
+    let text = assert_caught_by("window-over-one-second", &["unique-timeseq-ids"]).await;
+    assert!(
+        text.contains("PASS unique-segment-ids"),
+        "the segment checks are not this bug's business:
+{text}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_same_run_without_a_planted_bug_passes() {
     let output = chaos(11, None).await;

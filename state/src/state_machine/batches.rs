@@ -87,7 +87,7 @@ proptest! {
             };
             prop_assert_eq!(answers.len(), claims.len());
             for (claim, answer) in claims.iter().zip(&answers) {
-                prop_assert_eq!(answer, &one_by_one.apply_request(&claim.request()), "{:?}", claim);
+                prop_assert_eq!(answer, &one_by_one.apply_request(&claim.request().expect("a claim of its own")), "{:?}", claim);
                 let key = match (claim, answer) {
                     (Claim::Segment { tag, .. } | Claim::Monotonic { tag, .. }, Response::Segment { start, end }) => {
                         Some((tag.clone(), (*start, *end)))
@@ -167,7 +167,7 @@ proptest! {
                         return Err(TestCaseError::fail("a claim batch answers Batch"));
                     };
                     for (claim, answer) in claims.iter().zip(answers) {
-                        prop_assert_eq!(&answer, &one_by_one.apply_request(&claim.request()));
+                        prop_assert_eq!(&answer, &one_by_one.apply_request(&claim.request().expect("a claim of its own")));
                         if let (Claim::Segment { tag, .. }, Response::Segment { start, end }) = (claim, answer) {
                             for earlier in served.get(tag).into_iter().flatten() {
                                 prop_assert!(end <= earlier.0 || earlier.1 <= start, "{} claimed {:?} over served {:?}", tag, (start, end), earlier);

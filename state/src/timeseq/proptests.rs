@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::codec;
+use crate::Claim;
 use crate::IdStateMachine;
 use crate::Request;
 
@@ -117,4 +118,123 @@ fn sm_creates() -> Vec<Request> {
         .into_iter()
         .map(|(name, seq_bits)| Request::CreateNamespace { namespace: name.into(), record: namespace(seq_bits) })
         .collect()
+}
+
+/// A one-second claim or, as often, a window claim: windows of up to 61 seconds (61 is refused)
+/// starting up to 12 seconds past the claimer's clock (past 10 is refused) or behind it.
+fn mixed_claim() -> impl Strategy<Value = Claim> {
+    let window = prop_oneof![Just(None), (1u64..62, -3i64..13).prop_map(Some)];
+    (claim(), window).prop_map(|(request, window)| {
+        let Request::ClaimTimeseq { namespace, second, count, now_ms } = request else { unreachable!() };
+        match window {
+            None => Claim::Timeseq { namespace, second, count, now_ms },
+            Some((seconds, ahead_s)) => Claim::TimeseqWindow {
+                namespace,
+                first_second: (now_ms / 1000).saturating_add_signed(ahead_s),
+                seconds,
+                count,
+                now_ms,
+            },
+        }
+    })
+}
+
+/// The state as the store keeps it: the baseline encoding and, beside it, the window blocks.
+fn stored(sm: &IdStateMachine) -> Vec<u8> {
+    codec::encode(&(sm, &sm.timeseq.windows)).expect("encode")
+}
+
+fn reloaded(sm: &IdStateMachine) -> IdStateMachine {
+    let (mut state, windows): (IdStateMachine, BTreeMap<String, WindowBlocks>) =
+        codec::decode(&stored(sm)).expect("decode");
+    state.timeseq.windows = windows;
+    state.cluster_version = sm.cluster_version;
+    state
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Window claims and one-second claims of the same namespaces, in batches, under clocks that
+    /// step back and forth, with the state reloaded from its stored form now and then: no
+    /// (namespace, second, sequence) is in two claims, a refusal changes nothing, and replaying
+    /// the same entries gives the same bytes.
+    #[test]
+    fn window_and_one_second_claims_never_share_a_sequence(
+        batches in prop::collection::vec(prop::collection::vec(mixed_claim(), 1..4), 1..120),
+        reloads in prop::collection::btree_set(0usize..120, 0..4),
+    ) {
+        let mut sm = IdStateMachine::default();
+        let mut log = sm_creates();
+        for request in &log {
+            sm.apply_request(request);
+        }
+        let mut handed_out: BTreeSet<(String, u64, u64)> = BTreeSet::new();
+        for (i, claims) in batches.into_iter().enumerate() {
+            if reloads.contains(&i) {
+                sm = reloaded(&sm);
+            }
+            let request = Request::ClaimBatch { claims: claims.clone() };
+            log.push(request.clone());
+            let Response::Batch(answers) = sm.apply_request(&request) else {
+                return Err(TestCaseError::fail("a batch answers Batch"));
+            };
+            for (claim, answer) in claims.iter().zip(answers) {
+                let (namespace, seconds, start, end) = match (claim, answer) {
+                    (Claim::Timeseq { namespace, second, count, now_ms }, Response::TimeseqRange { second: s, start, end }) => {
+                        prop_assert_eq!(s, *second);
+                        prop_assert!(start < end && end - start <= *count);
+                        prop_assert!(s * 1000 <= now_ms + LOOKAHEAD_MS);
+                        (namespace, s..s + 1, start, end)
+                    }
+                    (
+                        Claim::TimeseqWindow { namespace, first_second, seconds, count, now_ms },
+                        Response::TimeseqWindow { first_second: f, seconds: n, start, end },
+                    ) => {
+                        prop_assert_eq!((f, n), (*first_second, *seconds));
+                        prop_assert!((1..=MAX_WINDOW_S).contains(&n));
+                        prop_assert!(start < end && end - start <= *count);
+                        prop_assert!(f * 1000 <= now_ms + LOOKAHEAD_MS);
+                        (namespace, f..f + n, start, end)
+                    }
+                    (_, Response::Rejected(_)) => continue,
+                    (claim, other) => return Err(TestCaseError::fail(format!("{claim:?} answered {other:?}"))),
+                };
+                for second in seconds {
+                    for seq in start..end {
+                        prop_assert!(handed_out.insert((namespace.clone(), second, seq)), "{namespace} {second} {seq} twice");
+                    }
+                }
+            }
+            // Nothing kept below the horizon, of either kind.
+            let horizon = sm.timeseq.horizon_s();
+            for blocks in sm.timeseq.windows.values() {
+                prop_assert!(blocks.keys().all(|&(last, first)| last >= horizon && first <= last && last - first < MAX_WINDOW_S));
+            }
+        }
+        let mut replayed = IdStateMachine::default();
+        for request in &log {
+            replayed.apply_request(request);
+        }
+        prop_assert_eq!(stored(&replayed), stored(&sm));
+        prop_assert_eq!(replayed, sm);
+    }
+
+    /// A refused claim of either kind, one by one, changes nothing.
+    #[test]
+    fn a_refused_window_claim_changes_nothing(claims in prop::collection::vec(mixed_claim(), 1..200)) {
+        let mut sm = IdStateMachine::default();
+        for request in sm_creates() {
+            sm.apply_request(&request);
+        }
+        for claim in claims {
+            let before = sm.clone();
+            let Response::Batch(answers) = sm.apply_request(&Request::ClaimBatch { claims: vec![claim] }) else {
+                return Err(TestCaseError::fail("a batch answers Batch"));
+            };
+            if matches!(answers[..], [Response::Rejected(_)]) {
+                prop_assert_eq!(&sm, &before, "a rejection changed the state");
+            }
+        }
+    }
 }

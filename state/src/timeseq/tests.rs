@@ -158,3 +158,118 @@ fn a_restore_fills_only_an_empty_registry_and_its_floor_refuses_older_seconds() 
     assert!(matches!(r.restore(&namespaces, 0), Response::Rejected(Rejection::InvalidArgument(_))));
     assert_eq!(r.floor_s, T0_S + 100);
 }
+
+#[test]
+fn a_window_claim_gives_one_block_in_every_second_above_both_kinds_of_claim() {
+    let mut r = registry();
+    let now_ms = T0_S * 1000 + 500;
+    assert_eq!(r.claim("orders", T0_S + 5, 10, now_ms), Response::TimeseqRange { second: T0_S + 5, start: 0, end: 10 });
+    // Above the one-second claim of T0_S + 5, in every second of the window.
+    assert_eq!(
+        r.claim_window("orders", T0_S, 60, 4, now_ms),
+        Response::TimeseqWindow { first_second: T0_S, seconds: 60, start: 10, end: 14 }
+    );
+    // A one-second claim inside the window starts above the block; outside it at zero.
+    let later_ms = now_ms + 50_000;
+    assert_eq!(
+        r.claim("orders", T0_S + 59, 3, later_ms),
+        Response::TimeseqRange { second: T0_S + 59, start: 14, end: 17 }
+    );
+    assert_eq!(r.claim("orders", T0_S - 1, 3, now_ms), Response::TimeseqRange { second: T0_S - 1, start: 0, end: 3 });
+    // An overlapping window starts above the block and the one-second claim of T0_S + 59.
+    assert_eq!(
+        r.claim_window("orders", T0_S + 9, 60, 5, now_ms),
+        Response::TimeseqWindow { first_second: T0_S + 9, seconds: 60, start: 17, end: 22 }
+    );
+    // Past the first window's end, only the second window counts.
+    assert_eq!(
+        r.claim("orders", T0_S + 60, 1, now_ms + 50_000),
+        Response::TimeseqRange { second: T0_S + 60, start: 22, end: 23 }
+    );
+    assert_eq!(
+        r.claim("orders", T0_S + 69, 1, now_ms + 59_000),
+        Response::TimeseqRange { second: T0_S + 69, start: 0, end: 1 }
+    );
+    // Two windows of the same span are kept as one, at the higher end (above T0_S + 60's claim).
+    assert_eq!(r.windows["orders"].len(), 2);
+    r.claim_window("orders", T0_S + 9, 60, 5, now_ms);
+    assert_eq!(r.windows["orders"].len(), 2);
+    assert_eq!(r.windows["orders"][&(T0_S + 68, T0_S + 9)], 28);
+}
+
+#[test]
+fn window_claims_are_refused_by_the_one_second_rules_and_change_nothing() {
+    let mut r = registry();
+    let now_ms = T0_S * 1000 + 500;
+    r.claim("orders", T0_S, 1, now_ms);
+    let before = r.clone();
+    let horizon_s = T0_S - RETENTION_S;
+    let limit_s = (now_ms + LOOKAHEAD_MS) / 1000;
+    let refused = |r: &mut TimeseqRegistry, name: &str, first: u64, seconds: u64, count: u64, now: u64| match r
+        .claim_window(name, first, seconds, count, now)
+    {
+        Response::Rejected(rejection) => rejection,
+        other => panic!("{name} {first} {seconds} {count} {now}: {other:?}"),
+    };
+    assert_eq!(refused(&mut r, "orders", horizon_s - 1, 60, 1, now_ms), Rejection::ClockBackwards { horizon_s });
+    let behind_ms = now_ms - 20 * 60 * 1000;
+    assert_eq!(refused(&mut r, "orders", behind_ms / 1000, 60, 1, behind_ms), Rejection::ClockBackwards { horizon_s });
+    assert_eq!(refused(&mut r, "orders", limit_s + 1, 60, 1, now_ms), Rejection::ClockAhead { limit_s });
+    assert_eq!(refused(&mut r, "nope", T0_S, 60, 1, now_ms), Rejection::NamespaceNotFound);
+    for (first, seconds, count) in [
+        (T0_S, 0, 1),
+        (T0_S, MAX_WINDOW_S + 1, 1),
+        (T0_S, 60, 0),
+        (T0_S, 60, (1 << 19) + 1),
+        (5, 60, 1),
+        (u64::MAX, 60, 1),
+        (u64::MAX - 10, 60, 1),
+    ] {
+        assert!(matches!(refused(&mut r, "orders", first, seconds, count, now_ms), Rejection::InvalidArgument(_)));
+    }
+    // The namespace's last second: a window may end on it, not past it.
+    let last = r.namespaces["orders"].last_second();
+    let late_ms = (last - 5) * 1000;
+    assert!(matches!(refused(&mut r, "orders", last - 5, 7, 1, late_ms), Rejection::InvalidArgument(_)));
+    assert_eq!(r, before);
+    assert!(matches!(r.claim_window("orders", last - 5, 6, 1, late_ms), Response::TimeseqWindow { .. }));
+    // The horizon itself and the look-ahead's last second may start a window.
+    let mut r = before.clone();
+    assert!(matches!(r.claim_window("orders", horizon_s, 60, 1, now_ms), Response::TimeseqWindow { .. }));
+    assert!(matches!(r.claim_window("orders", limit_s, 60, 1, now_ms), Response::TimeseqWindow { .. }));
+}
+
+#[test]
+fn a_window_whose_seconds_are_used_up_is_exhausted_and_caps_at_the_limit() {
+    let mut r = registry();
+    let now_ms = T0_S * 1000;
+    r.claim("orders", T0_S + 30, (1 << 19) - 3, now_ms + 25_000);
+    assert_eq!(
+        r.claim_window("orders", T0_S, 60, 10, now_ms),
+        Response::TimeseqWindow { first_second: T0_S, seconds: 60, start: (1 << 19) - 3, end: 1 << 19 }
+    );
+    let before = r.clone();
+    assert_eq!(
+        r.claim_window("orders", T0_S + 59, 1, 1, now_ms + 50_000),
+        Response::Rejected(Rejection::SecondExhausted)
+    );
+    assert_eq!(r.claim("orders", T0_S, 1, now_ms), Response::Rejected(Rejection::SecondExhausted));
+    assert_eq!(r, before);
+    // The second after the window is free.
+    assert!(matches!(r.claim("orders", T0_S + 60, 1, now_ms + 55_000), Response::TimeseqRange { start: 0, .. }));
+}
+
+#[test]
+fn windows_are_forgotten_once_their_last_second_is_below_the_horizon() {
+    let mut r = registry();
+    r.claim_window("orders", T0_S, 60, 7, T0_S * 1000);
+    let at_ms = |s: u64| (s + RETENTION_S) * 1000;
+    r.claim("orders", T0_S + 100, 1, at_ms(T0_S + 59));
+    assert_eq!(r.windows["orders"].len(), 1, "the window's last second is the horizon: kept");
+    r.claim("orders", T0_S + 100, 1, at_ms(T0_S + 60));
+    assert_eq!(r.windows.get("orders"), None);
+    assert_eq!(
+        r.claim_window("orders", T0_S + 59, 2, 1, at_ms(T0_S + 60)),
+        Response::Rejected(Rejection::ClockBackwards { horizon_s: T0_S + 60 })
+    );
+}

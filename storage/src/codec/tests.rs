@@ -22,7 +22,10 @@
 //! the cluster version); every other v2 literal is unchanged. Release 0.3.0 appended
 //! `ClaimBatch` and then `ReleaseBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
 //! split into v2 values of its own once the cluster version reaches 0.3.0 (`timeseq_split_values`;
-//! the whole registry's literal is unchanged).
+//! the whole registry's literal is unchanged). Then it appended `TimeseqWindow` to `Claim`
+//! (inside `ClaimBatch` only) and to `Response`, the window blocks as v2 values of their own
+//! (`timeseq/win/...`, `timeseq_window_values`), and the window blocks to the version-3 snapshot
+//! after the cluster version (`snapshot_data_with_a_cluster_version`).
 
 use std::fmt::Debug;
 
@@ -43,7 +46,9 @@ use crate::state_machine_store::timeseq::shard_of;
 use crate::state_machine_store::timeseq::ShardValue;
 use crate::state_machine_store::timeseq::SortedShard;
 use crate::state_machine_store::timeseq::TimeseqClock;
+use crate::state_machine_store::timeseq::WindowValue;
 use crate::state_machine_store::SnapshotRecord;
+use std::collections::BTreeMap;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -254,10 +259,26 @@ fn snapshot_data_with_a_cluster_version() {
     assert_eq!(&bytes[1..baseline_body.len()], &baseline_body[1..], "the baseline body, unchanged");
     assert_eq!(
         hex(&bytes[baseline_body.len()..]),
-        concat!("000000000200000000000000", "0000000000000000"),
-        "then the cluster version and the scrambled tags' keys (none)"
+        concat!("000000000200000000000000", "0000000000000000", "0000000000000000"),
+        "then the cluster version, no window blocks and no scrambled tags' keys"
     );
     assert_eq!(decode_snapshot(&bytes).expect("decode"), moved);
+    // With window blocks: they follow the cluster version.
+    let mut windowed = moved.clone();
+    windowed.timeseq.windows.insert("n".into(), BTreeMap::from([((1_700_000_059, 1_700_000_000), 16)]));
+    let bytes = encode_snapshot(&windowed).expect("encode");
+    assert_eq!(&bytes[1..baseline_body.len()], &baseline_body[1..], "the baseline body, unchanged");
+    assert_eq!(
+        hex(&bytes[baseline_body.len()..]),
+        concat!(
+            "000000000200000000000000",
+            "010000000000000001000000000000006e01000000000000003bf153650000000000f15365000000001000000000000000",
+            "0000000000000000",
+        ),
+        "then the cluster version, the window blocks and no scrambled tags' keys"
+    );
+    assert_eq!(decode_snapshot(&bytes).expect("decode"), windowed);
+    assert_ne!(decode_snapshot(&bytes).expect("decode"), moved, "the window blocks are part of the state");
 
     let mut scrambled = moved.clone();
     let key = leafraft_state::ScrambleKey { key: 0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10, bits: 40 };
@@ -267,6 +288,7 @@ fn snapshot_data_with_a_cluster_version() {
         hex(&bytes[baseline_body.len()..]),
         concat!(
             "000000000200000000000000",         // the cluster version
+            "0000000000000000",                 // no window blocks
             "0100000000000000",                 // one scrambled tag,
             "010000000000000074",               // "t":
             "100f0e0d0c0b0a090807060504030201", // its key
@@ -311,6 +333,44 @@ fn timeseq_split_values() {
     // Which shard a name falls in is part of the layout, as fixed as the bytes.
     let shards: Vec<u8> = ["n", "orders", "golden-ts", ""].into_iter().map(shard_of).collect();
     assert_eq!(shards, [18, 46, 3, 0]);
+}
+
+/// The window blocks (from cluster version 0.3.0): `timeseq/win/<last second><name>` → first
+/// second → highest end; the key in `keys::tests::fixed_keys`.
+#[test]
+fn timeseq_window_values() {
+    let value = WindowValue::from([(1_700_000_000, 16), (1_700_000_030, 4)]);
+    golden(
+        "window blocks of one last second",
+        &value,
+        "02020000000000000000f153650000000010000000000000001ef15365000000000400000000000000",
+    );
+}
+
+/// A window claim travels only inside a batch: its bytes there, and its answer's.
+#[test]
+fn window_claim_and_its_answer() {
+    let claim = leafraft_state::Claim::TimeseqWindow {
+        namespace: "orders".into(),
+        first_second: 1_700_000_000,
+        seconds: 60,
+        count: 16,
+        now_ms: 1_699_999_992_500,
+    };
+    golden(
+        "window claim",
+        &claim,
+        "020300000006000000000000006f726465727300f15365000000003c000000000000001000000000000000b44ae5cf8b010000",
+    );
+    golden("window claim in a batch", &normal(3, 45, Request::ClaimBatch { claims: vec![claim] }), "02030000000000000001000000000000002d00000000000000010000001300000001000000000000000300000006000000000000006f726465727300f15365000000003c000000000000001000000000000000b44ae5cf8b010000");
+    let answer =
+        leafraft_state::Response::TimeseqWindow { first_second: 1_700_000_000, seconds: 60, start: 32, end: 48 };
+    golden("window answer", &answer, "021100000000f15365000000003c0000000000000020000000000000003000000000000000");
+    golden(
+        "window answer in a batch",
+        &leafraft_state::Response::Batch(vec![answer]),
+        "021000000001000000000000001100000000f15365000000003c0000000000000020000000000000003000000000000000",
+    );
 }
 
 #[test]

@@ -18,6 +18,11 @@
 //! store that reached it before this layout existed): that batch removes `timeseq` and writes the
 //! whole registry split. An installed snapshot is written in the layout of its cluster version.
 //! Both layouts are read on open, never both at once.
+//!
+//! Window blocks (`TimeseqRegistry::windows`, a field the registry's own encoding skips) are kept
+//! in either layout as `timeseq/win/<last second><name>` → first second → highest end: an apply
+//! rewrites the keys of the windows its claims named and removes those forgotten as one key
+//! range, like the seconds.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -72,31 +77,42 @@ pub fn split_at(cluster_version: Version) -> bool {
 pub struct TimeseqKeys<'a> {
     pub namespaces: Vec<&'a str>,
     pub seconds: Vec<(u64, &'a str)>,
+    /// (last second, namespace) of each window claimed.
+    pub windows: Vec<(u64, &'a str)>,
 }
 
 impl<'a> TimeseqKeys<'a> {
     pub fn namespaces(names: impl IntoIterator<Item = &'a str>) -> TimeseqKeys<'a> {
-        TimeseqKeys { namespaces: names.into_iter().collect(), seconds: Vec::new() }
+        TimeseqKeys { namespaces: names.into_iter().collect(), ..TimeseqKeys::default() }
     }
 
     pub fn second(second: u64, name: &'a str) -> TimeseqKeys<'a> {
-        TimeseqKeys { namespaces: Vec::new(), seconds: vec![(second, name)] }
+        TimeseqKeys { seconds: vec![(second, name)], ..TimeseqKeys::default() }
     }
 
-    /// The (second, namespace) of every time-sequence claim of a batch.
+    /// The (second, namespace) of every time-sequence claim of a batch, and the (last second,
+    /// namespace) of every window claim.
     pub fn claims(claims: &'a [leafraft_state::Claim]) -> TimeseqKeys<'a> {
-        let seconds = claims
-            .iter()
-            .filter_map(|claim| match claim {
-                leafraft_state::Claim::Timeseq { namespace, second, .. } => Some((*second, namespace.as_str())),
-                leafraft_state::Claim::Segment { .. } | leafraft_state::Claim::Monotonic { .. } => None,
-            })
-            .collect();
-        TimeseqKeys { namespaces: Vec::new(), seconds }
+        let mut keys = TimeseqKeys::default();
+        for claim in claims {
+            match claim {
+                leafraft_state::Claim::Timeseq { namespace, second, .. } => {
+                    keys.seconds.push((*second, namespace.as_str()))
+                }
+                leafraft_state::Claim::TimeseqWindow { namespace, first_second, seconds, .. } => {
+                    // A window whose last second overflows is refused: nothing to write.
+                    if let Some(last) = first_second.checked_add(seconds.saturating_sub(1)) {
+                        keys.windows.push((last, namespace.as_str()));
+                    }
+                }
+                leafraft_state::Claim::Segment { .. } | leafraft_state::Claim::Monotonic { .. } => {}
+            }
+        }
+        keys
     }
 
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.seconds.is_empty()
+        self.namespaces.is_empty() && self.seconds.is_empty() && self.windows.is_empty()
     }
 }
 
@@ -107,6 +123,7 @@ pub struct TimeseqChanges<'a> {
     forgotten_below_before: u64,
     namespaces: BTreeSet<&'a str>,
     seconds: BTreeSet<(u64, &'a str)>,
+    windows: BTreeSet<(u64, &'a str)>,
 }
 
 impl<'a> TimeseqChanges<'a> {
@@ -117,6 +134,7 @@ impl<'a> TimeseqChanges<'a> {
             forgotten_below_before: registry.forgotten_below.horizon_s(),
             namespaces: BTreeSet::new(),
             seconds: BTreeSet::new(),
+            windows: BTreeSet::new(),
         }
     }
 
@@ -124,6 +142,7 @@ impl<'a> TimeseqChanges<'a> {
         self.touched = true;
         self.namespaces.extend(keys.namespaces);
         self.seconds.extend(keys.seconds);
+        self.windows.extend(keys.windows);
     }
 
     /// Adds to `batch` what the applied entries changed, in the layout the store is in
@@ -141,6 +160,22 @@ impl<'a> TimeseqChanges<'a> {
         if !self.touched {
             return Ok(());
         }
+        let forgotten_below = registry.forgotten_below.horizon_s();
+        // In either layout (a window claim needs a cluster version that splits, but nothing here
+        // relies on it): the windows of each (last second, namespace) a claim named...
+        for &(last, name) in self.windows.range((forgotten_below, "")..) {
+            let value = window_value(registry, name, last);
+            if !value.is_empty() {
+                batch.put(keys::timeseq_window_key(last, name), codec::encode(&value)?);
+            }
+        }
+        // ... and the removal of those forgotten since `before`.
+        if forgotten_below != self.forgotten_below_before {
+            let below = keys::TIMESEQ_WINDOW_PREFIX.to_vec()..keys::timeseq_window_start(forgotten_below);
+            for kv in engine.range(Keyspace::StateMachine, below) {
+                batch.remove(kv?.0);
+            }
+        }
         if !split {
             batch.put(keys::TIMESEQ, codec::encode(registry)?);
             return Ok(());
@@ -150,7 +185,6 @@ impl<'a> TimeseqChanges<'a> {
                 batch.put(keys::timeseq_namespace_key(name), codec::encode(record)?);
             }
         }
-        let forgotten_below = registry.forgotten_below.horizon_s();
         let mut shards: BTreeMap<(u64, u8), Vec<&str>> = BTreeMap::new();
         // A second below the horizon is gone from memory and is removed below.
         for &(second, name) in self.seconds.range((forgotten_below, "")..) {
@@ -194,10 +228,37 @@ impl<'a> TimeseqChanges<'a> {
     }
 }
 
+/// The stored value of a namespace's windows ending at `last`: first second → highest end.
+pub type WindowValue = BTreeMap<u64, u64>;
+
+fn window_value(registry: &TimeseqRegistry, name: &str, last: u64) -> WindowValue {
+    registry
+        .windows
+        .get(name)
+        .map(|blocks| blocks.range((last, 0)..=(last, u64::MAX)).map(|(&(_, first), &end)| (first, end)).collect())
+        .unwrap_or_default()
+}
+
+/// Adds every window block of the registry to `batch` (the caller removed what the keyspace
+/// held): in either layout.
+pub fn put_windows(registry: &TimeseqRegistry, batch: &mut Batch) -> Result<(), Error> {
+    for (name, blocks) in &registry.windows {
+        let mut by_last: BTreeMap<u64, WindowValue> = BTreeMap::new();
+        for (&(last, first), &end) in blocks {
+            by_last.entry(last).or_default().insert(first, end);
+        }
+        for (last, value) in by_last {
+            batch.put(keys::timeseq_window_key(last, name), codec::encode(&value)?);
+        }
+    }
+    Ok(())
+}
+
 /// Adds the whole registry in the split layout to `batch` (a switch-over or an install; the
 /// caller removed what the keyspace held). Shard by shard, so that no name is copied: each
 /// shard's namespaces are visited in name order, which is the order of every value it stores.
 pub fn put_split(registry: &TimeseqRegistry, batch: &mut Batch) -> Result<(), Error> {
+    put_windows(registry, batch)?;
     batch.put(keys::TIMESEQ_CLOCK, codec::encode(&TimeseqClock::of(registry))?);
     for (name, record) in &registry.namespaces {
         batch.put(keys::timeseq_namespace_key(name), codec::encode(record)?);
@@ -294,6 +355,8 @@ pub struct TimeseqLoader {
     /// millions are read, sorted by name once at the end.
     seconds: HashMap<String, Vec<(u64, u64)>>,
     split_found: bool,
+    /// The window blocks, in either layout.
+    windows: BTreeMap<String, leafraft_state::timeseq::WindowBlocks>,
 }
 
 impl TimeseqLoader {
@@ -308,6 +371,11 @@ impl TimeseqLoader {
         } else if let Some(name) = keys::timeseq_namespace_name(key) {
             let record = codec::decode(value).map_err(|e| ("time-sequence namespace", e.into()))?;
             self.split.namespaces.insert(name.to_string(), record);
+        } else if let Some((last, name)) = keys::timeseq_window(key) {
+            let value: WindowValue = codec::decode(value).map_err(|e| ("time-sequence window", e.into()))?;
+            let blocks = self.windows.entry(name.to_string()).or_default();
+            blocks.extend(value.into_iter().map(|(first, end)| ((last, first), end)));
+            return Ok(true);
         } else if let Some((second, _)) = keys::timeseq_second(key) {
             let shard: ShardValue = codec::decode(value).map_err(|e| ("time-sequence second", e.into()))?;
             for (name, next) in shard {
@@ -323,7 +391,8 @@ impl TimeseqLoader {
     /// The registry, and whether the store holds it split (or, holding none, is at the cluster
     /// version that writes it split).
     pub fn finish(self, cluster_version: Version) -> Result<(TimeseqRegistry, bool), (&'static str, Error)> {
-        match (self.whole, self.split_found) {
+        let windows = self.windows;
+        let (mut registry, split) = match (self.whole, self.split_found) {
             (Some(_), true) => Err((
                 "time-sequence registry",
                 Error::Invalid("the store holds the time-sequence registry in both layouts".into()),
@@ -336,7 +405,9 @@ impl TimeseqLoader {
                 Ok((split, true))
             }
             (None, false) => Ok((TimeseqRegistry::default(), split_at(cluster_version))),
-        }
+        }?;
+        registry.windows = windows;
+        Ok((registry, split))
     }
 }
 

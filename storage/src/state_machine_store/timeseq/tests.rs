@@ -39,6 +39,9 @@ fn registry_keys(sm: &StateMachineStore) -> Vec<String> {
         .scan_prefix(Keyspace::StateMachine, keys::TIMESEQ)
         .map(|kv| {
             let key = kv.expect("read").0;
+            if let Some((last, name)) = keys::timeseq_window(&key) {
+                return format!("timeseq/win/{last:x}/{name}");
+            }
             match keys::timeseq_second(&key) {
                 Some((second, shard)) => format!("timeseq/seq/{second:x}/{shard}"),
                 None => String::from_utf8(key).expect("utf-8"),
@@ -233,23 +236,45 @@ fn namespaces() -> [String; 4] {
 /// past its clock (negative: late). Most claims fall in a few seconds, so namespaces of one
 /// shard meet in one stored value across applies; clocks jump by up to 25 minutes now and then,
 /// so seconds are forgotten and some claims are refused.
+/// Now and then a window claim instead: up to 61 seconds (61 is refused) from a first second
+/// up to 12 past the clock (past 10 is refused).
 fn timeseq_claim() -> impl Strategy<Value = Claim> {
     let at_s = prop_oneof![3 => 0u64..8, 1 => 0u64..1500];
     let skew_s = prop_oneof![3 => Just(0i64), 1 => -700i64..700];
-    (0..4usize, at_s, skew_s, -2i64..4, 1u64..40).prop_map(|(ns, at_s, skew_s, ahead_s, count)| {
+    let window = prop_oneof![2 => Just(None), 1 => (1u64..62, -2i64..13).prop_map(Some)];
+    (0..4usize, at_s, skew_s, -2i64..4, 1u64..40, window).prop_map(|(ns, at_s, skew_s, ahead_s, count, window)| {
         let clock_s = (T0_S + at_s).saturating_add_signed(skew_s);
-        Claim::Timeseq {
-            namespace: namespaces()[ns].clone(),
-            second: clock_s.saturating_add_signed(ahead_s),
-            count,
-            now_ms: clock_s * 1000 + 500,
+        let namespace = namespaces()[ns].clone();
+        let now_ms = clock_s * 1000 + 500;
+        match window {
+            None => Claim::Timeseq { namespace, second: clock_s.saturating_add_signed(ahead_s), count, now_ms },
+            Some((seconds, ahead_s)) => Claim::TimeseqWindow {
+                namespace,
+                first_second: clock_s.saturating_add_signed(ahead_s),
+                seconds,
+                count,
+                now_ms,
+            },
         }
     })
 }
 
+/// The ranges one claim's answer hands out, as (namespace, second, start, end).
+fn claim_ranges(claim: &Claim, answer: &Response) -> Vec<(String, u64, u64, u64)> {
+    match (claim, answer) {
+        (Claim::Timeseq { namespace, .. }, Response::TimeseqRange { second, start, end }) => {
+            vec![(namespace.clone(), *second, *start, *end)]
+        }
+        (Claim::TimeseqWindow { namespace, .. }, Response::TimeseqWindow { first_second, seconds, start, end }) => {
+            (*first_second..first_second + seconds).map(|second| (namespace.clone(), second, *start, *end)).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
 fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
-        6 => timeseq_claim().prop_map(|claim| claim.request()),
+        6 => timeseq_claim().prop_map(|claim| claim.request().unwrap_or(Request::ClaimBatch { claims: vec![claim] })),
         4 => prop::collection::vec(timeseq_claim(), 1..6).prop_map(|claims| Request::ClaimBatch { claims }),
         1 => Just(create_namespace("b")),
         1 => Just(raise_to_claim_batches()),
@@ -268,7 +293,7 @@ fn ranges(request: &Request, response: &Response) -> Vec<(String, u64, u64, u64)
             vec![(namespace.clone(), *second, *start, *end)]
         }
         (Request::ClaimBatch { claims }, Response::Batch(answers)) => {
-            claims.iter().zip(answers).flat_map(|(claim, answer)| ranges(&claim.request(), answer)).collect()
+            claims.iter().zip(answers).flat_map(|(claim, answer)| claim_ranges(claim, answer)).collect()
         }
         _ => Vec::new(),
     }

@@ -86,7 +86,8 @@ pub struct NamespacesReport {
     pub settled_latency: Latency,
     pub duplicates: u64,
     pub commits: admin::Commits,
-    /// Time-sequence claims the nodes committed during the run (`leafraft_timeseq_events_total`).
+    /// Time-sequence claims the nodes committed during the run, one-second and window claims
+    /// (`leafraft_timeseq_events_total`).
     pub claims: f64,
     /// Requests that waited for a claim.
     pub waits: f64,
@@ -200,7 +201,9 @@ async fn create(http: &reqwest::Client, options: &NamespacesOptions) -> Result<f
 }
 
 async fn timeseq_counters(http: &reqwest::Client, nodes: &[String]) -> (f64, f64) {
-    let claims = admin::metric_total(http, nodes, "leafraft_timeseq_events_total{kind=\"claims\"}").await;
+    // One-second claims and window claims alike: each is one claim of the registry.
+    let claims = admin::metric_total(http, nodes, "leafraft_timeseq_events_total{kind=\"claims\"}").await
+        + admin::metric_total(http, nodes, "leafraft_timeseq_events_total{kind=\"window_claims\"}").await;
     let waits = admin::metric_total(http, nodes, "leafraft_timeseq_events_total{kind=\"waits\"}").await;
     (claims, waits)
 }
