@@ -10,9 +10,8 @@
 //! They sit behind one seam: the points where a committed answer enters an ID engine (a claimed
 //! segment into a tag's double buffer, a worker lease into the snowflake generator, a range into
 //! a time-sequence holder, a sequence number into a scrambled tag's permutation), and the
-//! cluster-version check; `batch-first-claim-only` and `window-over-one-second` live in the
-//! state machine's `apply` (`leafraft_state::planted`), because that is where they would be.
-//! Nothing here runs while IDs are handed
+//! cluster-version check; `batch-first-claim-only` and
+//! `window-overlap` live in the state machine's `apply` (`leafraft_state::planted`), because that is where it would be. Nothing here runs while IDs are handed
 //! out, and each bug acts only on a follower, so the leader's IDs stay right and the bug has
 //! another node's to collide with.
 
@@ -46,14 +45,14 @@ pub enum PlantedBug {
     /// the others as if applied (`leafraft_state::planted`), so their ranges are handed out again
     /// by the next claims. The one bug that lives in `apply`, on every node that arms it.
     BatchFirstClaimOnly,
+    /// `window-overlap`: a claim is applied seeing only the window blocks of its very window
+    /// (`leafraft_state::planted`): blind to one-second claims and to the overlapping windows of
+    /// other nodes, so window blocks overlap one-second ranges and each other.
+    WindowOverlap,
     /// `scramble-not-bijective`: a scrambled tag's permutation ignores the lowest bit of the
     /// sequence number (as a permutation built wrongly would), so two sequence numbers share one
     /// image. On every node: each serves both members of such pairs.
     ScrambleNotBijective,
-    /// `window-over-one-second`: applying a window claim starts its block above the window
-    /// blocks only, not above the one-second claims of its seconds
-    /// (`leafraft_state::planted`), so a window block overlaps one-second ranges already served.
-    WindowOverOneSecond,
 }
 
 impl PlantedBug {
@@ -64,8 +63,8 @@ impl PlantedBug {
         "timeseq-serve-twice",
         "feature-gate-off",
         "batch-first-claim-only",
+        "window-overlap",
         "scramble-not-bijective",
-        "window-over-one-second",
     ];
 
     pub fn parse(name: &str) -> Option<PlantedBug> {
@@ -76,8 +75,8 @@ impl PlantedBug {
             "timeseq-serve-twice" => Some(PlantedBug::TimeseqServeTwice),
             "feature-gate-off" => Some(PlantedBug::FeatureGateOff),
             "batch-first-claim-only" => Some(PlantedBug::BatchFirstClaimOnly),
+            "window-overlap" => Some(PlantedBug::WindowOverlap),
             "scramble-not-bijective" => Some(PlantedBug::ScrambleNotBijective),
-            "window-over-one-second" => Some(PlantedBug::WindowOverOneSecond),
             _ => None,
         }
     }
@@ -91,8 +90,8 @@ impl PlantedBug {
             PlantedBug::TimeseqServeTwice => "timeseq-serve-twice",
             PlantedBug::FeatureGateOff => "feature-gate-off",
             PlantedBug::BatchFirstClaimOnly => "batch-first-claim-only",
+            PlantedBug::WindowOverlap => "window-overlap",
             PlantedBug::ScrambleNotBijective => "scramble-not-bijective",
-            PlantedBug::WindowOverOneSecond => "window-over-one-second",
         }
     }
 }
@@ -187,7 +186,7 @@ pub fn timeseq_extra_range(
     Some(again)
 }
 
-/// `batch-first-claim-only`, `window-over-one-second`: arms the bug in the state machine's
+/// `batch-first-claim-only`, `window-overlap`: arms the bug in the state machine's
 /// `apply` when it is the planted one (called once as a node starts, before Raft applies
 /// anything).
 pub fn arm_in_apply() {
@@ -196,9 +195,9 @@ pub fn arm_in_apply() {
             tracing::warn!("planted batch-first-claim-only: claim batches apply only their first claim");
             leafraft_state::planted::arm_apply_only_first_claim();
         }
-        Some(PlantedBug::WindowOverOneSecond) => {
-            tracing::warn!("planted window-over-one-second: window blocks ignore one-second claims");
-            leafraft_state::planted::arm_window_over_one_second_claims();
+        Some(PlantedBug::WindowOverlap) => {
+            tracing::warn!("planted window-overlap: claims see only the blocks of their own window");
+            leafraft_state::planted::arm_window_overlap();
         }
         _ => {}
     }

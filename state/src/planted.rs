@@ -1,5 +1,5 @@
 //! The planted bugs that live in `apply` (`leafraft-chaos --plant batch-first-claim-only`,
-//! `--plant window-over-one-second`),
+//! `--plant window-overlap`),
 //! compiled only with the cargo feature `planted` (see the service's `src/planted.rs`).
 //!
 //! The service arms it at start from `LEAFRAFT_PLANTED_BUG`; `apply` reads it, which is the one
@@ -21,12 +21,13 @@ pub fn apply_only_first_claim() -> bool {
 
 static WINDOW_OVER_ONE_SECOND_CLAIMS: AtomicBool = AtomicBool::new(false);
 
-/// From now on, a window claim starts above the window blocks only, not above the one-second
-/// claims of its seconds: a window block can overlap a one-second claim.
-pub fn arm_window_over_one_second_claims() {
+/// From now on, a claim sees only the window blocks of its very window: a window claim starts
+/// above those alone (blind to one-second claims and to other nodes' overlapping windows), a
+/// one-second claim above the one-second claims alone, so blocks and claims of one second overlap.
+pub fn arm_window_overlap() {
     WINDOW_OVER_ONE_SECOND_CLAIMS.store(true, Ordering::Relaxed);
 }
 
-pub fn window_over_one_second_claims() -> bool {
+pub fn window_overlap() -> bool {
     WINDOW_OVER_ONE_SECOND_CLAIMS.load(Ordering::Relaxed)
 }

@@ -213,7 +213,7 @@ impl TimeseqRegistry {
             .map(|claimed| claimed.range(first_second..=last_second).map(|(_, &next)| next).max().unwrap_or(0))
             .unwrap_or(0);
         #[cfg(feature = "planted")]
-        let one_second = if crate::planted::window_over_one_second_claims() { 0 } else { one_second };
+        let one_second = if crate::planted::window_overlap() { 0 } else { one_second };
         let start = one_second.max(self.window_top(name, first_second, last_second));
         if start >= limit {
             return Response::Rejected(Rejection::SecondExhausted);
@@ -242,6 +242,11 @@ impl TimeseqRegistry {
         let Some(blocks) = self.windows.get(name) else {
             return 0;
         };
+        #[cfg(feature = "planted")]
+        if crate::planted::window_overlap() {
+            // The planted bug: only the blocks of this very window count.
+            return blocks.get(&(last_second, first_second)).copied().unwrap_or(0);
+        }
         // A window covering one of those seconds ends at or after `first_second` and, being at
         // most `MAX_WINDOW_S` long, before `last_second + MAX_WINDOW_S`.
         blocks

@@ -112,11 +112,12 @@ async fn planted_scramble_not_bijective_is_caught() {
     assert!(text.contains("chaos-scrambled"), "the duplicate is the scrambled tag's:\n{text}");
 }
 
-/// A window block applied over the one-second claims of its seconds: the sequences of those
-/// claims are served again from the window, and the time-sequence checks fail.
+/// Claims applied seeing only the window blocks of their very window: window blocks overlap the
+/// one-second claims and the other nodes' windows of their seconds, and the time-sequence checks
+/// fail.
 #[tokio::test(flavor = "multi_thread")]
-async fn planted_window_over_one_second_is_caught() {
-    let text = assert_caught_by("window-over-one-second", &["unique-timeseq-ids"]).await;
+async fn planted_window_overlap_is_caught() {
+    let text = assert_caught_by("window-overlap", &["unique-timeseq-ids"]).await;
     assert!(
         text.contains("PASS unique-segment-ids"),
         "the segment checks are not this bug's business:

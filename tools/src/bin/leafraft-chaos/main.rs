@@ -154,7 +154,7 @@ struct Args {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fsync: bool,
     /// Plants a bug in the nodes: serve-twice, uncommitted-claim, shared-worker,
-    /// timeseq-serve-twice, batch-first-claim-only, window-over-one-second, feature-gate-off,
+    /// timeseq-serve-twice, batch-first-claim-only, window-overlap, feature-gate-off,
     /// scramble-not-bijective. Only a leafraft built with the cargo feature `planted` can (`leafraft
     /// planted-bugs` lists them); against any other binary the run is refused with one line.
     #[arg(long)]
