@@ -12,8 +12,8 @@ use std::process::Output;
 const CHAOS: &str = env!("CARGO_BIN_EXE_leafraft-chaos");
 
 /// A stand-in for `leafraft-chaos`: it records its arguments, names every kind of its `--faults`
-/// as injected once (but `$STUB_NEVER`), and exits 0; the power-loss run exits `$STUB_POWER_EXIT`,
-/// printing what the runner prints for that code.
+/// as injected once (but `$STUB_NEVER`), then `$STUB_PADDING` made-up kinds, and exits 0; the
+/// power-loss run exits `$STUB_POWER_EXIT`, printing what the runner prints for that code.
 const STAND_IN: &str = r#"#!/usr/bin/env bash
 echo "$*" >>"$STUB_CALLS"
 faults=""
@@ -37,6 +37,9 @@ for kind in ${faults//,/ }; do
   [ "$kind" = "${STUB_MISSED:-}" ] && [ "$kind" != "$faults" ] && continue
   line="${line:+$line, }$kind 1"
 done
+if [ "${STUB_PADDING:-0}" -gt 0 ]; then
+  line="$line$(seq -f ', padding-%g 1' 1 "$STUB_PADDING" | tr -d '\n')"
+fi
 echo "faults: ${line:-none}"
 echo "RESULT: PASS"
 "#;
@@ -81,6 +84,19 @@ impl Set {
 
 fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+}
+
+/// The set looked a kind up in what the runs injected with `printf ... | grep -q` under
+/// `pipefail`: `grep -q` leaves at the first match, `printf` still writing then dies of SIGPIPE,
+/// and the lookup read "not injected". A kind found early in a long list was then run again
+/// (flaky with the real list; with one longer than a pipe's buffer, every time).
+#[test]
+fn regression_a_kind_found_early_in_a_long_list_counts_as_injected() {
+    let set = Set::new();
+    let output = set.run(Some("true"), &[("STUB_PADDING", "6000")]);
+    assert!(output.status.success(), "{}", text(&output));
+    let calls = set.calls();
+    assert_eq!(calls.len(), 5, "no top-up run: every kind was injected: {calls:?}\n{}", text(&output));
 }
 
 #[test]
