@@ -13,11 +13,7 @@
 //!
 //! This node counts for itself when the Raft core, asked after the batch formed, still holds this
 //! leader's vote. Peers are asked in the order they last answered, only as many as a quorum
-//! needs; the others are asked as well when one of those fails or is slow ([`HEDGE`]). The peers
-//! are asked while the Raft core is read, not after: both happen after the batch formed, which
-//! is all the argument needs, and the answers count only when the core then holds exactly the
-//! vote and configuration the peers were chosen by (the previous round's); otherwise they are
-//! asked again under what the core holds. Whatever
+//! needs; the others are asked as well when one of those fails or is slow ([`HEDGE`]). Whatever
 //! goes wrong (peers of a release without `/raft/confirm`, an unreachable one), the round falls
 //! back to openraft's own heartbeat round (`confirm_leadership`).
 
@@ -45,7 +41,7 @@ use crate::error::Error;
 const HEDGE: Duration = Duration::from_millis(20);
 
 /// What the leader holds at the start of a round, read inside the Raft core.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 struct Round {
     vote: typ::Vote,
     /// The effective configuration: one voter set, or two while a change is joint.
@@ -60,59 +56,19 @@ pub(crate) struct Confirmer {
     peers: Arc<dyn Peers>,
     /// Peers in the order they last answered, fastest first: asked first next time.
     order: Vec<NodeId>,
-    /// What the Raft core held at the last round: the next one asks its peers while it reads
-    /// the core again.
-    last: Option<Round>,
 }
 
 impl Confirmer {
     pub(crate) fn new(node_id: NodeId, raft: Raft, peers: Arc<dyn Peers>) -> Confirmer {
-        Confirmer { node_id, raft, peers, order: Vec::new(), last: None }
+        Confirmer { node_id, raft, peers, order: Vec::new() }
     }
 
     /// Returns once a quorum confirmed this node's leadership in `term` after the call; refuses
     /// with `NotLeader` when it no longer leads in `term`.
     pub(crate) async fn confirm(&mut self, term: u64, deadline: Instant) -> Result<(), Attempt> {
-        let last = self.last.take().filter(|round| round.vote.leader_id.term == term);
-        let (round, asked) = match last {
-            // The usual round: the peers the last one chose are asked while the core is read.
-            Some(last) => {
-                let (read, asked) = tokio::join!(self.read_round(), self.ask_peers(&last, deadline));
-                let round = read?;
-                match round.as_ref() == Some(&last) {
-                    true => (round, Some(asked)),
-                    false => (round, None),
-                }
-            }
-            None => (self.read_round().await?, None),
-        };
-        let Some(round) = round.filter(|round| round.vote.leader_id.term == term) else {
-            return Err(Attempt::NotLeader);
-        };
-        // Asked under another vote or configuration than the core holds now: ask again.
-        let asked = match asked {
-            Some(asked) => asked,
-            None => self.ask_peers(&round, deadline).await,
-        };
-        self.last = Some(round);
-        match asked {
-            Asked::Confirmed(answered) => {
-                self.order = first_answered(&answered, &self.order);
-                Ok(())
-            }
-            Asked::Deposed => Err(Attempt::NotLeader),
-            Asked::Short => {
-                tracing::debug!(term, "no quorum answered the term confirmation; asking openraft");
-                confirm_leadership(&self.raft, deadline).await.map(|_| ())
-            }
-        }
-    }
-
-    /// This leader's vote and effective configuration, read inside the Raft core; `None` when
-    /// this node does not lead.
-    async fn read_round(&self) -> Result<Option<Round>, Attempt> {
         let node_id = self.node_id;
-        self.raft
+        let round = self
+            .raft
             .with_raft_state(move |state| {
                 let vote = *state.vote_ref();
                 let leads = state.server_state == ServerState::Leader
@@ -128,7 +84,21 @@ impl Confirmer {
                 })
             })
             .await
-            .map_err(|fatal| Attempt::Failed(Error::no_leader(format!("raft stopped on this node: {fatal}"))))
+            .map_err(|fatal| Attempt::Failed(Error::no_leader(format!("raft stopped on this node: {fatal}"))))?;
+        let Some(round) = round.filter(|round| round.vote.leader_id.term == term) else {
+            return Err(Attempt::NotLeader);
+        };
+        match self.ask_peers(&round, deadline).await {
+            Asked::Confirmed(answered) => {
+                self.order = first_answered(&answered, &self.order);
+                Ok(())
+            }
+            Asked::Deposed => Err(Attempt::NotLeader),
+            Asked::Short => {
+                tracing::debug!(term, "no quorum answered the term confirmation; asking openraft");
+                confirm_leadership(&self.raft, deadline).await.map(|_| ())
+            }
+        }
     }
 
     async fn ask_peers(&self, round: &Round, deadline: Instant) -> Asked {
