@@ -44,7 +44,7 @@ pub const MAX_COUNT: u64 = 10_000;
 mod give_back;
 mod load;
 mod map;
-mod scramble;
+pub mod scramble;
 mod view;
 
 use self::give_back::Dropped;
@@ -191,7 +191,8 @@ impl Segments {
 
     /// The next ID of a segment tag when its buffer on this node has one ready: what
     /// [`Segments::next_id`] answers without waiting, and `None` when it would have to wait (or
-    /// the tag is not a segment tag here). Not async, so that a handler's future stays small
+    /// the tag is not a segment tag here). Like `next_id`, and unlike the ranges of `next_ids`,
+    /// the ID as the client receives it: a scrambled tag's image of its sequence number. Not async, so that a handler's future stays small
     /// when the ID is ready (the boxed handler future was copied whole per request).
     pub fn ready_id(self: &Arc<Self>, tag: &str) -> Result<Option<u64>, Error> {
         self.cluster.refuse_if_removed()?;
@@ -202,7 +203,7 @@ impl Segments {
                         self.start_load(buffer);
                     }
                     buffer.issued.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Some(range.start));
+                    return scramble::served(buffer.scrambler.as_deref(), range.start).map(Some);
                 }
             }
         }
@@ -216,10 +217,11 @@ impl Segments {
             return Ok(id);
         }
         let ranges = self.next_ids(tag, 1).await?;
-        ranges
+        let id = ranges
             .first()
             .map(|range| range.start)
-            .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("no ID of tag '{tag}' was ready")))
+            .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("no ID of tag '{tag}' was ready")))?;
+        scramble::served(self.scrambler(tag)?.as_deref(), id)
     }
 
     /// [`Segments::next_ids`] for clients that cache ranges; a monotonic tag has none to give

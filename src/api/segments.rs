@@ -21,6 +21,7 @@ use crate::api::respond::push_id_list;
 use crate::api::AppState;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use crate::segments::scramble::scrambled;
 use leafraft_ids::scramble::IdScrambler;
 use leafraft_ids::IdRange;
 use leafraft_state::TagMode;
@@ -60,27 +61,10 @@ pub async fn leaf_get(State(state): State<AppState>, tag: PathTag) -> Response {
         Ok(None) => Box::pin(state.segments.next_id(tag.as_str())).await,
         Err(e) => Err(e),
     };
-    let served = id.and_then(|id| {
-        Ok(match state.segments.scrambler(tag.as_str())? {
-            Some(scrambler) => scrambled(&scrambler, id)?,
-            None => id,
-        })
-    });
-    match served {
+    match id {
         Ok(id) => leaf_text(itoa::Buffer::new().format(id).to_owned()),
         Err(e) => leaf_error(leaf_segment_code(e.code)),
     }
-}
-
-/// The ID served for the sequence number `id` of a scrambled tag. Every sequence number a tag
-/// hands out lies inside its ID space; one outside would be a bug, answered as an error rather
-/// than served unscrambled (a plain number could equal another's image).
-fn scrambled(scrambler: &IdScrambler, id: u64) -> Result<u64, Error> {
-    #[cfg(feature = "planted")]
-    let id = crate::planted::scramble_input(id);
-    scrambler
-        .scramble(id)
-        .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} lies outside the tag's ID space")))
 }
 
 /// `/v1/segment/{tag}`'s query: `count`, and for a scrambled tag the form of its IDs.
@@ -175,10 +159,6 @@ pub async fn ids(
         // One ID from a ready buffer: no list of ranges, no boxed wait (as on Leaf's path).
         if count == 1 {
             if let Some(id) = state.segments.ready_id(tag)? {
-                let id = match state.segments.scrambler(tag)? {
-                    Some(scrambler) => scrambled(&scrambler, id)?,
-                    None => id,
-                };
                 return Ok(json(ids_body(tag, 1, std::iter::once(id))));
             }
         }

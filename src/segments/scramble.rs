@@ -22,6 +22,22 @@ impl Segments {
     }
 }
 
+/// The ID served for the sequence number `id` of a scrambled tag. Every sequence number a tag
+/// hands out lies inside its ID space; one outside would be a bug, answered as an error rather
+/// than served unscrambled (a plain number could equal another's image).
+pub fn scrambled(scrambler: &IdScrambler, id: u64) -> Result<u64, Error> {
+    #[cfg(feature = "planted")]
+    let id = crate::planted::scramble_input(id);
+    scrambler
+        .scramble(id)
+        .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} lies outside the tag's ID space")))
+}
+
+/// The ID a client receives for the sequence number `id`: itself, or its image.
+pub(super) fn served(scrambler: Option<&IdScrambler>, id: u64) -> Result<u64, Error> {
+    scrambler.map_or(Ok(id), |scrambler| scrambled(scrambler, id))
+}
+
 /// The permutation of a scrambled tag's ID space under its key.
 pub(super) fn tag_scrambler(tag: &str, key: leafraft_state::ScrambleKey) -> Result<Arc<IdScrambler>, Error> {
     IdScrambler::new(key.key, key.id_limit())

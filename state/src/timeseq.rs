@@ -125,6 +125,22 @@ impl TimeseqRegistry {
         Response::Namespace { namespace: name.to_string(), record }
     }
 
+    /// Whether a claim made at `now_ms` may start at `second`: not below the horizon the claim
+    /// would move it to (`ClockBackwards`), not past `now_ms` plus the look-ahead (`ClockAhead`).
+    /// Answers the newest `now_ms` and the horizon once the claim is applied.
+    fn judge_second(&self, second: u64, now_ms: u64) -> Result<(u64, u64), Rejection> {
+        let newest_now_ms = self.newest_now_ms.max(now_ms);
+        let horizon_s = self.horizon_for(newest_now_ms);
+        if second < horizon_s {
+            return Err(Rejection::ClockBackwards { horizon_s });
+        }
+        let limit_s = now_ms.saturating_add(LOOKAHEAD_MS) / 1000;
+        if second > limit_s {
+            return Err(Rejection::ClockAhead { limit_s });
+        }
+        Ok((newest_now_ms, horizon_s))
+    }
+
     /// Claims up to `count` sequences of `(name, second)`.
     pub fn claim(&mut self, name: &str, second: u64, count: u64, now_ms: u64) -> Response {
         let Some(record) = self.namespaces.get(name) else {
@@ -141,15 +157,10 @@ impl TimeseqRegistry {
                 "second {second} is outside the namespace's time bits"
             )));
         }
-        let newest_now_ms = self.newest_now_ms.max(now_ms);
-        let horizon_s = self.horizon_for(newest_now_ms);
-        if second < horizon_s {
-            return Response::Rejected(Rejection::ClockBackwards { horizon_s });
-        }
-        let limit_s = now_ms.saturating_add(LOOKAHEAD_MS) / 1000;
-        if second > limit_s {
-            return Response::Rejected(Rejection::ClockAhead { limit_s });
-        }
+        let (newest_now_ms, horizon_s) = match self.judge_second(second, now_ms) {
+            Ok(judged) => judged,
+            Err(rejection) => return Response::Rejected(rejection),
+        };
         let one_second = self.next_seq.get(name).and_then(|seconds| seconds.get(&second)).copied().unwrap_or(0);
         let next = one_second.max(self.window_top(name, second, second));
         if next >= limit {
@@ -198,15 +209,10 @@ impl TimeseqRegistry {
                 )))
             }
         };
-        let newest_now_ms = self.newest_now_ms.max(now_ms);
-        let horizon_s = self.horizon_for(newest_now_ms);
-        if first_second < horizon_s {
-            return Response::Rejected(Rejection::ClockBackwards { horizon_s });
-        }
-        let limit_s = now_ms.saturating_add(LOOKAHEAD_MS) / 1000;
-        if first_second > limit_s {
-            return Response::Rejected(Rejection::ClockAhead { limit_s });
-        }
+        let (newest_now_ms, horizon_s) = match self.judge_second(first_second, now_ms) {
+            Ok(judged) => judged,
+            Err(rejection) => return Response::Rejected(rejection),
+        };
         let one_second = self
             .next_seq
             .get(name)
