@@ -98,6 +98,10 @@ print(f"latency all:     p50 {l['p50_us']/1000:.2f} ms  p99 {l['p99_us']/1000:.2
 print(f"latency settled: p50 {s['p50_us']/1000:.2f} ms  p99 {s['p99_us']/1000:.2f} ms  p99.9 {s['p999_us']/1000:.2f} ms  max {s['max_us']/1000:.2f} ms (due after 5 s)")
 print(f"committed entries {c['entries']} in {c['secs']:.1f} s = {c['per_sec']:.0f}/s (busiest second {c['busiest_per_sec']:.0f}/s); "
       f"claims {r['claims']:.0f}, waits {r['waits']:.0f}; duplicates {r['duplicates']}")
+# Where the tail is: each second (by when its requests were due) with over 1 % of them above 5 ms.
+slow = [f"{i}s {x['over_5ms']*100/x['sent']:.0f}%/{x['max_us']/1000:.0f}ms"
+        for i, x in enumerate(r.get("seconds", [])) if x["sent"] and x["over_5ms"] * 100 > x["sent"]]
+print("seconds with > 1 % over 5 ms (share / max): " + (", ".join(slow) or "none"))
 EOF
   results+=("ns:$n:$work/ns$n.json")
 done

@@ -60,6 +60,7 @@ pub mod reload;
 pub mod segments;
 pub mod serve;
 pub mod services;
+pub mod sharded_map;
 pub mod snowflakes;
 pub mod timeseq;
 pub mod tls;

@@ -43,15 +43,14 @@ pub const MAX_COUNT: u64 = 10_000;
 
 mod give_back;
 mod load;
-mod map;
 pub mod scramble;
 mod view;
 
 use self::give_back::Dropped;
 use self::give_back::IdleMark;
-use self::map::BufferMap;
 pub use self::view::BufferState;
 use self::view::RateSample;
+use crate::sharded_map::ShardedMap;
 
 /// How many times one request moves on to the tag's next buffer after the one it used was
 /// dropped for idleness under it (once in practice: a buffer is dropped only after minutes idle).
@@ -145,7 +144,7 @@ pub struct Segments {
     config: SegmentConfig,
     metrics: Arc<Metrics>,
     /// Readers never lock; a new tag copies one shard (see `map`).
-    buffers: BufferMap,
+    buffers: ShardedMap<TagBuffer>,
     /// Held to add a buffer to the map or take one out (then closed before it is let go).
     insert: Mutex<()>,
     /// Set once the node stops: a closed buffer then means "no more IDs", not "take the next".
@@ -168,7 +167,7 @@ impl Segments {
             claims,
             config,
             metrics,
-            buffers: BufferMap::new(),
+            buffers: ShardedMap::default(),
             insert: Mutex::new(()),
             stopping: AtomicBool::new(false),
             dropped: Arc::default(),

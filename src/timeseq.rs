@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use arc_swap::ArcSwapOption;
 use tokio::sync::Notify;
 
@@ -31,6 +30,7 @@ use crate::clock_verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::error::ErrorCode;
+use crate::sharded_map::ShardedMap;
 use leafraft_ids::timeseq::Advance;
 use leafraft_ids::timeseq::Layout;
 use leafraft_ids::timeseq::Parts;
@@ -160,7 +160,7 @@ pub struct Timeseq {
     claims: Arc<ClaimBatcher>,
     /// The clock verdict this node's snowflake upkeep checks: one peer clock check per node.
     clock: Arc<ClockCheck>,
-    holders: ArcSwap<HashMap<String, Arc<NamespaceHolder>>>,
+    holders: ShardedMap<NamespaceHolder>,
     insert: Mutex<()>,
     /// The peer clock check's refusal, copied in by `maintain` so the hot path reads no lock.
     clock_refused: ArcSwapOption<Error>,
@@ -177,7 +177,7 @@ impl Timeseq {
             cluster,
             claims,
             clock,
-            holders: ArcSwap::default(),
+            holders: ShardedMap::default(),
             insert: Mutex::new(()),
             clock_refused: ArcSwapOption::from_pointee(unchecked),
             counters: TimeseqCounters::default(),
@@ -193,7 +193,7 @@ impl Timeseq {
     /// without the state machine's lock (once per request on the hot path); else the replicated
     /// state.
     pub fn layout(&self, name: &str) -> Result<Layout, Error> {
-        if let Some(ns) = self.holders.load().get(name) {
+        if let Some(ns) = self.holders.load(name).get(name) {
             return Ok(ns.layout);
         }
         self.cluster
@@ -206,7 +206,7 @@ impl Timeseq {
     /// [`Timeseq::next_ids`] does.
     pub async fn next_id(self: &Arc<Self>, namespace: &str, shard: u64) -> Result<(Parts, Layout), Error> {
         self.await_first_clock_check().await;
-        if let Some(ns) = self.holders.load().get(namespace) {
+        if let Some(ns) = self.holders.load(namespace).get(namespace) {
             let started_ms = self.begin(ns, shard)?;
             if let Take::Ids { range, refill_due } = ns.holder.take(started_ms / 1000, 1) {
                 ns.taken.fetch_add(1, Ordering::Relaxed);
@@ -227,8 +227,8 @@ impl Timeseq {
         if count == 0 || count > MAX_COUNT {
             return Err(Error::invalid(format!("count must be between 1 and {MAX_COUNT}, got {count}")));
         }
-        let ns = match self.holders.load().get(namespace) {
-            Some(ns) => ns.clone(),
+        let ns = match self.holders.get(namespace) {
+            Some(ns) => ns,
             None => self.create_holder(namespace)?,
         };
         self.await_first_clock_check().await;
@@ -350,22 +350,19 @@ impl Timeseq {
         self.cluster.ensure_serving()?;
         let layout = self.layout(name)?;
         let _insert = self.insert.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let current = self.holders.load();
-        if let Some(ns) = current.get(name) {
-            return Ok(ns.clone());
+        if let Some(ns) = self.holders.get(name) {
+            return Ok(ns);
         }
         let ns = Arc::new(NamespaceHolder::new(name, layout));
-        let mut next = HashMap::clone(&current);
-        next.insert(name.to_string(), ns.clone());
-        self.holders.store(Arc::new(next));
+        self.holders.insert(name, ns.clone());
         Ok(ns)
     }
 
     /// This node's view of each namespace it served.
     pub fn states(&self) -> HashMap<String, NamespaceState> {
         self.holders
-            .load()
-            .iter()
+            .entries()
+            .into_iter()
             .map(|(name, ns)| {
                 let state = ns.holder.state();
                 let view = NamespaceState {
@@ -374,7 +371,7 @@ impl Timeseq {
                     ids_issued: ns.issued.load(Ordering::Relaxed),
                     last_second_ids: ns.last_second_ids.load(Ordering::Relaxed),
                 };
-                (name.clone(), view)
+                (name, view)
             })
             .collect()
     }
@@ -393,7 +390,7 @@ impl Timeseq {
 
     /// Stops serving: what is held becomes a gap (sequences of a second are never given back).
     pub fn close_all(&self) {
-        for ns in self.holders.load().values() {
+        for ns in self.holders.values() {
             ns.holder.close();
         }
     }

@@ -127,7 +127,7 @@ impl Segments {
             // Out of the map first: a request that sees the closed buffer looks again and finds
             // none, and creates the next one once this lock is free.
             let dropping: Vec<&Arc<TagBuffer>> =
-                idle_buffers.iter().filter(|buffer| self.buffers.remove_if_current(buffer)).collect();
+                idle_buffers.iter().filter(|buffer| self.buffers.remove_if_current(&buffer.tag, buffer)).collect();
             self.dropped.idle_drops.fetch_add(dropping.len() as u64, Ordering::Relaxed);
             (dropping.len(), dropping.into_iter().filter_map(|buffer| close(buffer)).collect())
         };

@@ -86,7 +86,7 @@ impl Segments {
     /// The tags this node has buffers of (it served them since it started, and not so long ago
     /// that their buffers were dropped as idle).
     pub fn served_tags(&self) -> Vec<String> {
-        self.buffers.tags()
+        self.buffers.names()
     }
 
     /// Per-tag numbers for `/metrics`, and the counts of the buffers dropped since start. The map

@@ -167,7 +167,7 @@ impl Timeseq {
             self.clock_refused.store(self.clock.refusal().map(Arc::new));
             let now = now_ms();
             let windows = self.windows_allowed();
-            for ns in self.holders.load().values() {
+            for ns in &self.holders.values() {
                 roll_rate(ns, now);
                 let idle_ms = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed));
                 let in_use = idle_ms < IDLE_MS;

@@ -91,6 +91,17 @@ pub struct NamespacesReport {
     pub claims: f64,
     /// Requests that waited for a claim.
     pub waits: f64,
+    /// Per second of the run (by when its requests were due): where a tail comes from.
+    pub seconds: Vec<SecondStats>,
+}
+
+/// The requests due in one second of the run.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct SecondStats {
+    pub sent: u64,
+    /// Sent requests whose latency (from when they were due) exceeded 5 ms.
+    pub over_5ms: u64,
+    pub max_us: u64,
 }
 
 pub fn namespace_name(prefix: &str, index: usize) -> String {
@@ -154,6 +165,14 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
             *failures.entry(failure).or_default() += n;
         }
         ids.extend(done.ids);
+        if report.seconds.len() < done.seconds.len() {
+            report.seconds.resize(done.seconds.len(), SecondStats::default());
+        }
+        for (total, stats) in report.seconds.iter_mut().zip(&done.seconds) {
+            total.sent += stats.sent;
+            total.over_5ms += stats.over_5ms;
+            total.max_us = total.max_us.max(stats.max_us);
+        }
     }
     report.run_secs = start.elapsed().as_secs_f64();
     report.commits = sampler.finish(&http, &options.nodes).await;
@@ -229,6 +248,7 @@ struct WorkerResult {
     settled: hdrhistogram::Histogram<u64>,
     /// (namespace index, ID) of every answer.
     ids: Vec<(u32, u64)>,
+    seconds: Vec<SecondStats>,
 }
 
 async fn worker(plan: Plan) -> WorkerResult {
@@ -242,6 +262,7 @@ async fn worker(plan: Plan) -> WorkerResult {
         all: new_histogram(),
         settled: new_histogram(),
         ids: Vec::with_capacity(plan.mine.len() * options.duration.as_secs() as usize),
+        seconds: vec![SecondStats::default(); options.duration.as_secs() as usize],
     };
     let settle_at = plan.start + options.settle;
     let cutoff = plan.start + options.duration + options.grace;
@@ -268,6 +289,11 @@ async fn worker(plan: Plan) -> WorkerResult {
             result.all.saturating_record(micros);
             if scheduled >= settle_at {
                 result.settled.saturating_record(micros);
+            }
+            if let Some(stats) = result.seconds.get_mut(second as usize) {
+                stats.sent += 1;
+                stats.over_5ms += u64::from(micros > 5_000);
+                stats.max_us = stats.max_us.max(micros);
             }
             match answer.map(|body| (decimal_id(&body), body)) {
                 Ok((Some(id), _)) => {
