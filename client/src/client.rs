@@ -19,6 +19,7 @@ use crate::transport::Repeat;
 use crate::transport::Settings;
 use crate::transport::Transport;
 use crate::ClientError;
+use crate::ErrorCode;
 use crate::Monotonic;
 use crate::Segment;
 
@@ -236,8 +237,56 @@ enum Ca {
 }
 
 /// Fetches ranges over HTTP: the `RangeSource` of every handle of a client.
+///
+/// A scrambled tag's IDs form no ranges (the server answers `/ranges` with `MODE_MISMATCH`), so
+/// for it the source asks Leaf's list path instead and hands each ID back as a range of one: the
+/// handle serves them in the order they came, each once, as it serves any range.
 struct HttpRanges {
     transport: Arc<Transport>,
+    /// The tag answered `MODE_MISMATCH` on `/ranges` once: ask for lists from then on.
+    lists: std::sync::atomic::AtomicBool,
+}
+
+impl HttpRanges {
+    async fn ranges(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Ranges {
+            ranges: Vec<crate::views::Range>,
+        }
+        let path = format!("/v1/segment/{tag}/ranges?count={count}");
+        // Safe to repeat: a range fetched and lost is only a gap.
+        let answer: Ranges = self.transport.call(reqwest::Method::GET, &path, None, Repeat::Safe).await?;
+        let ranges: Vec<IdRange> = answer.ranges.into_iter().map(IdRange::from).collect();
+        fitting(&path, count, ranges)
+    }
+
+    async fn list(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, ClientError> {
+        #[derive(serde::Deserialize)]
+        struct Ids {
+            ids: Vec<String>,
+        }
+        let path = format!("/v1/segment/{tag}?count={count}");
+        // Safe to repeat, as a range is: IDs fetched and lost are only a gap.
+        let answer: Ids = self.transport.call(reqwest::Method::GET, &path, None, Repeat::Safe).await?;
+        let ranges = answer
+            .ids
+            .iter()
+            .map(|id| match id.parse::<u64>() {
+                Ok(id) if id < u64::MAX => Ok(IdRange { start: id, end: id + 1 }),
+                _ => Err(ClientError::Transport(format!("{path}: not an ID: {id:?}"))),
+            })
+            .collect::<Result<Vec<IdRange>, ClientError>>()?;
+        fitting(&path, count, ranges)
+    }
+}
+
+/// `ranges` when they hold no more than `count` IDs and none is empty.
+fn fitting(path: &str, count: u64, ranges: Vec<IdRange>) -> Result<Vec<IdRange>, ClientError> {
+    let total = ranges.iter().try_fold(0u64, |sum, range| sum.checked_add(range.len()));
+    match total {
+        Some(total) if total <= count && ranges.iter().all(|r| r.start < r.end) => Ok(ranges),
+        _ => Err(ClientError::Transport(format!("{path}: ranges that do not fit the request: {ranges:?}"))),
+    }
 }
 
 impl RangeSource for HttpRanges {
@@ -246,19 +295,18 @@ impl RangeSource for HttpRanges {
         tag: &str,
         count: u64,
     ) -> Pin<Box<dyn Future<Output = Result<Vec<IdRange>, ClientError>> + Send + '_>> {
-        let path = format!("/v1/segment/{tag}/ranges?count={count}");
+        let tag = tag.to_string();
         Box::pin(async move {
-            #[derive(serde::Deserialize)]
-            struct Ranges {
-                ranges: Vec<crate::views::Range>,
+            use std::sync::atomic::Ordering;
+            if self.lists.load(Ordering::Relaxed) {
+                return self.list(&tag, count).await;
             }
-            // Safe to repeat: a range fetched and lost is only a gap.
-            let answer: Ranges = self.transport.call(reqwest::Method::GET, &path, None, Repeat::Safe).await?;
-            let ranges: Vec<IdRange> = answer.ranges.into_iter().map(IdRange::from).collect();
-            let total = ranges.iter().try_fold(0u64, |sum, range| sum.checked_add(range.len()));
-            match total {
-                Some(total) if total <= count && ranges.iter().all(|r| r.start < r.end) => Ok(ranges),
-                _ => Err(ClientError::Transport(format!("{path}: ranges that do not fit the request: {ranges:?}"))),
+            match self.ranges(&tag, count).await {
+                Err(error) if error.code() == Some(ErrorCode::ModeMismatch) => {
+                    self.lists.store(true, Ordering::Relaxed);
+                    self.list(&tag, count).await
+                }
+                answer => answer,
             }
         })
     }
@@ -286,7 +334,8 @@ impl Client {
         segments
             .entry(tag.to_string())
             .or_insert_with(|| {
-                let source = Arc::new(HttpRanges { transport: self.shared.transport.clone() });
+                let source =
+                    Arc::new(HttpRanges { transport: self.shared.transport.clone(), lists: Default::default() });
                 let wait = self.shared.transport.settings().timeout;
                 Segment::new(tag, source, self.shared.runtime.clone(), self.shared.sizing, wait)
             })

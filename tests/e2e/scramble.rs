@@ -92,6 +92,24 @@ async fn a_scrambled_tag_serves_unique_unordered_ids_that_only_an_admin_unscramb
     }
     assert_eq!(sequences.len(), served.len());
 
+    // The Rust client's handle, which caches ranges, serves a scrambled tag from lists instead:
+    // unique IDs, none served before, each a sequence number the tag handed out.
+    let urls: Vec<String> = (1..=3).map(|id| cluster.url(id)).collect();
+    let client = leafraft_client::Client::builder().nodes(&urls).build().expect("client");
+    let handle = client.segment("coupons");
+    let mut cached = BTreeSet::new();
+    for _ in 0..250 {
+        let id = handle.next_id().await.expect("a scrambled ID through the client");
+        assert!(cached.insert(id) && !unique.contains(&id), "the client handed out {id} twice");
+    }
+    let batch = handle.next_ids(120).await.expect("a batch through the client");
+    assert!(batch.iter().all(|id| cached.insert(*id) && !unique.contains(id)), "a batch repeated an ID");
+    for id in cached.iter().step_by(37) {
+        let sequence = unscramble(&mut cluster, "coupons", &id.to_string(), "long").await;
+        assert!(!sequences.contains(&sequence), "{id} unscrambles to a sequence served before");
+    }
+    client.close();
+
     // The short form: fixed length, and it unscrambles like the decimal form.
     let short = take(&mut cluster, 2, "/v1/segment/coupons?count=5&format=short").await;
     assert_eq!(short.len(), 5);
