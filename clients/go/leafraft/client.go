@@ -32,9 +32,11 @@ package leafraft
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -223,6 +225,44 @@ func (c *Client) fetchRanges(ctx context.Context, tag string, count int64) ([]ID
 	}
 	ranges, err := parseRanges(path, answer.Ranges, count)
 	return ranges, node, err
+}
+
+// fetchSegmentRanges asks for count IDs of the segment tag for a handle to cache. A scrambled
+// tag's IDs form no ranges (its /ranges answers MODE_MISMATCH): they come from Leaf's list path,
+// each as a range of one, served once like any range; listed remembers that for the handle.
+func (c *Client) fetchSegmentRanges(ctx context.Context, tag string, count int64, listed *atomic.Bool) ([]IDRange, string, error) {
+	if !listed.Load() {
+		ranges, node, err := c.fetchRanges(ctx, tag, count)
+		if CodeOf(err) != ModeMismatch {
+			return ranges, node, err
+		}
+		listed.Store(true)
+	}
+	path := fmt.Sprintf("/v1/segment/%s?count=%d", url.PathEscape(tag), count)
+	var answer struct {
+		IDs []string `json:"ids"`
+	}
+	node, err := c.t.call(ctx, "GET", path, nil, repeatSafe, &answer)
+	if err != nil {
+		return nil, node, err
+	}
+	ids, err := parseIDs(answer.IDs)
+	if err != nil {
+		return nil, node, err
+	}
+	if int64(len(ids)) > count {
+		return nil, node, &TransportError{Message: fmt.Sprintf("%s: %d IDs answered for %d asked", path, len(ids), count)}
+	}
+	seen := make(map[int64]struct{}, len(ids))
+	ranges := make([]IDRange, 0, len(ids))
+	for _, id := range ids {
+		if _, twice := seen[id]; twice || id == math.MaxInt64 {
+			return nil, node, &TransportError{Message: fmt.Sprintf("%s: ID %d twice or out of range", path, id)}
+		}
+		seen[id] = struct{}{}
+		ranges = append(ranges, IDRange{Start: id, End: id + 1})
+	}
+	return ranges, node, nil
 }
 
 // MonotonicRange answers count (1 to 10,000) consecutive IDs of the monotonic tag, larger than

@@ -54,6 +54,9 @@ type Segment struct {
 	cur    atomic.Pointer[span]
 	client *Client
 	tag    string
+	// listed is set once the tag's /ranges answered MODE_MISMATCH (a scrambled tag): its IDs
+	// come from Leaf's list path since.
+	listed atomic.Bool
 
 	mu        sync.Mutex
 	next      *span     // the range to switch to, once in
@@ -291,7 +294,7 @@ func (s *Segment) load() {
 	count := s.nextCountLocked()
 	s.mu.Unlock()
 	s.fetches.Add(1)
-	ranges, node, err := s.client.fetchRanges(context.Background(), s.tag, count)
+	ranges, node, err := s.client.fetchSegmentRanges(context.Background(), s.tag, count, &s.listed)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.loading = false

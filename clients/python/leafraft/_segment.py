@@ -178,7 +178,7 @@ class Segment:
         node = None
         error: Optional[Exception] = None
         try:
-            ranges, node = self._client._fetch_ranges(self.tag, count)
+            ranges, node = self._client._fetch_segment_ranges(self.tag, count)
             if not ranges:
                 error = TransportError("an empty range answer")
         except LeafraftError as failure:

@@ -67,6 +67,8 @@ class Client:
         self._range_lasting = float(range_lasting)
         self._transport = Transport(list(nodes), token, ca_file, ca_pem, self._timeout, attempt_timeout, discover, cluster_id)
         self._segments: Dict[str, Segment] = {}
+        # Segment tags whose /ranges answered MODE_MISMATCH (scrambled): read from lists since.
+        self._listed: set = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -100,6 +102,27 @@ class Client:
         if any(end <= start for start, end in ranges) or sum(end - start for start, end in ranges) > count:
             raise TransportError(f"{path}: ranges that do not fit the request: {ranges}")
         return ranges, node
+
+    def _fetch_segment_ranges(self, tag: str, count: int) -> Tuple[List[Tuple[int, int]], str]:
+        """`count` IDs of the segment `tag` for a handle to cache, as ranges. A scrambled tag's IDs
+        form no ranges (its /ranges answers MODE_MISMATCH): they come from Leaf's list path, each
+        as a range of one, served once like any range."""
+        if tag not in self._listed:
+            try:
+                return self._fetch_ranges(tag, count)
+            except ApiError as error:
+                if error.code != ErrorCode.MODE_MISMATCH:
+                    raise
+                self._listed.add(tag)
+        path = f"/v1/segment/{_path_part(tag)}?count={count}"
+        answer, node = self._transport.call("GET", path, repeat=SAFE)
+        try:
+            ids = [_id(text) for text in answer["ids"]]
+        except (KeyError, TypeError):
+            raise TransportError(f"{path}: unexpected answer") from None
+        if len(ids) > count or len(set(ids)) != len(ids):
+            raise TransportError(f"{path}: IDs that do not fit the request: {ids}")
+        return [(i, i + 1) for i in ids], node
 
     # --- pass-through IDs: never cached
 

@@ -286,6 +286,44 @@ public final class LeafraftClient implements AutoCloseable {
         return new Ranges(ranges, answer.node());
     }
 
+    /**
+     * count IDs of the segment tag for a handle to cache. A scrambled tag's IDs form no ranges
+     * (its /ranges answers MODE_MISMATCH): they come from Leaf's list path, each as a range of
+     * one, served once like any range; listed remembers that for the handle.
+     */
+    Ranges fetchSegmentRanges(String tag, long count, java.util.concurrent.atomic.AtomicBoolean listed) {
+        if (!listed.get()) {
+            try {
+                return fetchRanges(tag, count);
+            } catch (LeafraftApiException e) {
+                if (e.code() != ErrorCode.MODE_MISMATCH) {
+                    throw e;
+                }
+                listed.set(true);
+            }
+        }
+        checkOpen();
+        String path = "/v1/segment/" + part(tag) + "?count=" + count;
+        Transport.Answer answer = transport.send("GET", path, null, Transport.Repeat.SAFE);
+        List<IdRange> ranges = new ArrayList<>();
+        java.util.Set<Long> seen = new java.util.HashSet<>();
+        try {
+            for (Object item : (List<?>) Json.object(answer.body()).get("ids")) {
+                long id = id(item);
+                if (id == Long.MAX_VALUE || !seen.add(id)) {
+                    throw new LeafraftTransportException(path + ": ID " + id + " twice or out of range");
+                }
+                ranges.add(new IdRange(id, id + 1));
+            }
+        } catch (ClassCastException | NullPointerException | IllegalArgumentException e) {
+            throw new LeafraftTransportException(path + ": unexpected answer: " + e.getMessage(), e);
+        }
+        if (ranges.size() > count) {
+            throw new LeafraftTransportException(path + ": " + ranges.size() + " IDs answered for " + count + " asked");
+        }
+        return new Ranges(ranges, answer.node());
+    }
+
     private static long id(Object text) {
         long value = Long.parseLong(String.valueOf(text));
         if (value < 0) {

@@ -81,6 +81,8 @@ public final class Segment implements AutoCloseable {
     private String lastNode;
     private IdRange lastRange;
     private final AtomicLong fetches = new AtomicLong();
+    /** Set once the tag's /ranges answered MODE_MISMATCH (a scrambled tag): lists since. */
+    private final java.util.concurrent.atomic.AtomicBoolean listed = new java.util.concurrent.atomic.AtomicBoolean();
 
     Segment(LeafraftClient client, String tag) {
         this.client = client;
@@ -283,7 +285,7 @@ public final class Segment implements AutoCloseable {
         String node = null;
         LeafraftException error = null;
         try {
-            LeafraftClient.Ranges answer = client.fetchRanges(tag, count);
+            LeafraftClient.Ranges answer = client.fetchSegmentRanges(tag, count, listed);
             ranges = new ArrayList<>(answer.ranges());
             node = answer.node();
             if (ranges.isEmpty()) {
