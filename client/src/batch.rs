@@ -106,7 +106,9 @@ impl Batcher {
     }
 }
 
-async fn fetch(transport: &Transport, path: &str, count: u64) -> Result<Vec<u64>, ClientError> {
+/// `count` IDs from `path` (which ends in `?` or `&`), decimal strings in `{"ids":[...]}`; safe to
+/// repeat (IDs fetched and lost are a gap).
+pub(crate) async fn fetch(transport: &Transport, path: &str, count: u64) -> Result<Vec<u64>, ClientError> {
     #[derive(serde::Deserialize)]
     struct Ids {
         ids: Vec<String>,

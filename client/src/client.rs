@@ -261,21 +261,13 @@ impl HttpRanges {
     }
 
     async fn list(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, ClientError> {
-        #[derive(serde::Deserialize)]
-        struct Ids {
-            ids: Vec<String>,
-        }
-        let path = format!("/v1/segment/{tag}?count={count}");
-        // Safe to repeat, as a range is: IDs fetched and lost are only a gap.
-        let answer: Ids = self.transport.call(reqwest::Method::GET, &path, None, Repeat::Safe).await?;
-        let ranges = answer
-            .ids
-            .iter()
-            .map(|id| match id.parse::<u64>() {
-                Ok(id) if id < u64::MAX => Ok(IdRange { start: id, end: id + 1 }),
-                _ => Err(ClientError::Transport(format!("{path}: not an ID: {id:?}"))),
-            })
-            .collect::<Result<Vec<IdRange>, ClientError>>()?;
+        let path = format!("/v1/segment/{tag}?");
+        let ranges = crate::batch::fetch(&self.transport, &path, count)
+            .await?
+            .into_iter()
+            .map(|id| id.checked_add(1).map(|end| IdRange { start: id, end }))
+            .collect::<Option<Vec<IdRange>>>()
+            .ok_or_else(|| ClientError::Transport(format!("{path}count={count}: an ID at the end of u64")))?;
         fitting(&path, count, ranges)
     }
 }
