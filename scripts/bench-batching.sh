@@ -8,6 +8,10 @@
 #      --ids-per-second R asks each namespace R times a second instead: `--namespaces 1
 #      --ids-per-second 10000` sends the requests of 10,000 namespaces with almost no claims, the
 #      floor the request path alone sets on this machine.
+#      --count K asks K IDs per request (the list path) and ids-per-second / K requests:
+#      `--namespaces 100 --ids-per-second 6700 --count 100` is 100 namespaces at about 20,000 IDs
+#      a second each over the three nodes; the report says how much of a second's sequence space
+#      the busiest (namespace, second) used and how many answers were SECOND_EXHAUSTED.
 #   4. first IDs (`leafraft-bench first-ids`): N imported tags, the first ID of each asked once,
 #      64 in flight spread round robin over the nodes. Bar: all answered within 30 s. Then the
 #      nodes stop gracefully, giving back every buffer's tail: the stop's time and the tails given
@@ -15,7 +19,7 @@
 # Each run reports the committed Raft entries per second (the leader's commit index, sampled once
 # a second); a summary follows at the end. With --tail, scripts/bench-tail.sh (acceptance 6) runs
 # after them.
-# Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--ids-per-second R] [--tags N]
+# Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--ids-per-second R] [--count K] [--tags N]
 #        [--duration S] [--tail]
 #   e.g. a quick check: scripts/bench-batching.sh --namespaces 30,300 --duration 10 --tags 3000
 #   --namespaces '' or --tags 0 leaves that scenario out.
@@ -24,6 +28,7 @@ cd "$(dirname "$0")/.."
 
 namespace_counts=1000,10000
 ids_per_second=1
+count=1
 tags=100000
 duration=60
 tail_too=0
@@ -31,6 +36,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --namespaces) namespace_counts=$2; shift 2 ;;
     --ids-per-second) ids_per_second=$2; shift 2 ;;
+    --count) count=$2; shift 2 ;;
     --tags) tags=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --tail) tail_too=1; shift ;;
@@ -80,10 +86,10 @@ results=()
 counts=()
 IFS=, read -r -a counts <<<"$namespace_counts"
 for n in ${counts[@]+"${counts[@]}"}; do
-  echo "== 3. $n time-sequence namespaces, $ids_per_second ID(s) per namespace per second on each of 3 nodes, ${duration} s (fresh cluster)"
+  echo "== 3. $n time-sequence namespaces, $ids_per_second ID(s) per namespace per second on each of 3 nodes, $count per request, ${duration} s (fresh cluster)"
   start_cluster "ns$n"
   status=0
-  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --duration "$duration" --json >"$work/ns$n.json" || status=$?
+  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --count "$count" --duration "$duration" --json >"$work/ns$n.json" || status=$?
   stop_cluster "ns$n"
   [ -s "$work/ns$n.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
   python3 - "$work/ns$n.json" <<'EOF'
@@ -94,6 +100,9 @@ print(f"created {r['namespaces']} namespaces in {r['create_secs']:.1f} s")
 print(f"requests {r['due']} due, {r['sent']} sent, {r['answered']} answered, {r['failed']} failed (run {r['run_secs']:.1f} s)")
 for failure, n in r["failures"]:
     print(f"  failed: {n} x {failure}")
+q = r["sequences"]
+print(f"sequences: at most {q['most_used']} of {q['limit']} in any (namespace, second) ({q['most_used']*100/max(q['limit'],1):.1f} %), "
+      f"over {q['seconds']} of them; SECOND_EXHAUSTED answers {q['second_exhausted']}")
 print(f"latency all:     p50 {l['p50_us']/1000:.2f} ms  p99 {l['p99_us']/1000:.2f} ms  p99.9 {l['p999_us']/1000:.2f} ms  max {l['max_us']/1000:.2f} ms")
 print(f"latency settled: p50 {s['p50_us']/1000:.2f} ms  p99 {s['p99_us']/1000:.2f} ms  p99.9 {s['p999_us']/1000:.2f} ms  max {s['max_us']/1000:.2f} ms (due after 5 s)")
 print(f"committed entries {c['entries']} in {c['secs']:.1f} s = {c['per_sec']:.0f}/s (busiest second {c['busiest_per_sec']:.0f}/s); "

@@ -16,6 +16,7 @@ mod http;
 mod namespaces;
 mod report;
 mod scenarios;
+mod sequences;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -35,6 +35,9 @@ pub struct NamespacesOptions {
     pub namespaces: usize,
     /// IDs each namespace is asked for per second on every node.
     pub ids_per_second: usize,
+    /// IDs per request: above 1, `GET /v1/timeseq/{ns}?shard=0&count=N` instead of Leaf's path,
+    /// and `ids_per_second / count` requests (rounded up) per namespace per second on every node.
+    pub count: usize,
     pub duration: Duration,
     /// Keep-alive connections per node.
     pub connections: usize,
@@ -70,6 +73,7 @@ impl Latency {
 pub struct NamespacesReport {
     pub namespaces: usize,
     pub ids_per_second: usize,
+    pub count: usize,
     pub nodes: usize,
     pub duration_secs: u64,
     pub create_secs: f64,
@@ -93,6 +97,8 @@ pub struct NamespacesReport {
     pub waits: f64,
     /// Per second of the run (by when its requests were due): where a tail comes from.
     pub seconds: Vec<SecondStats>,
+    /// How much of a second's sequence space the namespaces used, from the IDs answered.
+    pub sequences: crate::sequences::SequenceUse,
 }
 
 /// The requests due in one second of the run.
@@ -117,16 +123,20 @@ fn due(start: Instant, second: u64, index: usize, per_second: usize, node: usize
 }
 
 pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String> {
-    if options.nodes.is_empty() || options.namespaces == 0 || options.connections == 0 || options.ids_per_second == 0 {
-        return Err("need nodes, namespaces, IDs per second and connections above 0".into());
+    if options.nodes.is_empty()
+        || options.namespaces == 0
+        || options.connections == 0
+        || options.ids_per_second == 0
+        || options.count == 0
+    {
+        return Err("need nodes, namespaces, IDs per second, IDs per request and connections above 0".into());
     }
-    let per_second = options.namespaces.checked_mul(options.ids_per_second).ok_or("too many requests a second")?;
+    let per_second =
+        options.namespaces.checked_mul(requests_per_namespace(options)).ok_or("too many requests a second")?;
     let http = admin::client()?;
     let create_secs = create(&http, options).await?;
     let names: Arc<Vec<String>> = Arc::new(
-        (0..options.namespaces)
-            .map(|i| format!("/api/timeseq/get/{}?shard=0", namespace_name(&options.prefix, i)))
-            .collect(),
+        (0..options.namespaces).map(|i| request_path(&namespace_name(&options.prefix, i), options.count)).collect(),
     );
     let (claims_before, waits_before) = timeseq_counters(&http, &options.nodes).await;
     let sampler = admin::CommitSampler::start(http.clone(), options.nodes.clone());
@@ -148,6 +158,7 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     let mut report = NamespacesReport {
         namespaces: options.namespaces,
         ids_per_second: options.ids_per_second,
+        count: options.count,
         nodes: options.nodes.len(),
         duration_secs: options.duration.as_secs(),
         create_secs,
@@ -187,7 +198,23 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     report.latency = Latency::of(&all);
     report.settled_latency = Latency::of(&settled);
     report.duplicates = duplicates(&mut ids);
+    let layout = crate::sequences::layout(&http, &options.nodes[0], &namespace_name(&options.prefix, 0)).await?;
+    report.sequences = crate::sequences::SequenceUse::of(&ids, layout, &report.failures);
     Ok(report)
+}
+
+/// Requests per namespace per second on every node.
+fn requests_per_namespace(options: &NamespacesOptions) -> usize {
+    options.ids_per_second.div_ceil(options.count)
+}
+
+/// Leaf's path for one ID; the API's list path for more.
+fn request_path(namespace: &str, count: usize) -> String {
+    if count == 1 {
+        format!("/api/timeseq/get/{namespace}?shard=0")
+    } else {
+        format!("/v1/timeseq/{namespace}?shard=0&count={count}")
+    }
 }
 
 /// Creates the namespaces and a probe namespace on the leader, waits until every node applied
@@ -261,7 +288,7 @@ async fn worker(plan: Plan) -> WorkerResult {
         failures: Failures::new(),
         all: new_histogram(),
         settled: new_histogram(),
-        ids: Vec::with_capacity(plan.mine.len() * options.duration.as_secs() as usize),
+        ids: Vec::with_capacity(plan.mine.len() * options.count * options.duration.as_secs() as usize),
         seconds: vec![SecondStats::default(); options.duration.as_secs() as usize],
     };
     let settle_at = plan.start + options.settle;
@@ -269,7 +296,7 @@ async fn worker(plan: Plan) -> WorkerResult {
     for second in 0..options.duration.as_secs() {
         for &request in &plan.mine {
             let index = request % options.namespaces;
-            let per_second = options.namespaces * options.ids_per_second;
+            let per_second = options.namespaces * requests_per_namespace(options);
             let scheduled = due(plan.start, second, request, per_second, plan.node, options.nodes.len());
             result.due += 1;
             if Instant::now() >= cutoff {
@@ -295,10 +322,10 @@ async fn worker(plan: Plan) -> WorkerResult {
                 stats.over_5ms += u64::from(micros > 5_000);
                 stats.max_us = stats.max_us.max(micros);
             }
-            match answer.map(|body| (decimal_id(&body), body)) {
-                Ok((Some(id), _)) => {
+            match answer.map(|body| (answered_ids(&body, options.count), body)) {
+                Ok((Some(ids), _)) => {
                     result.answered += 1;
-                    result.ids.push((index as u32, id));
+                    result.ids.extend(ids.into_iter().map(|id| (index as u32, id)));
                 }
                 Ok((None, body)) => {
                     let text = String::from_utf8_lossy(&body).chars().take(60).collect();
@@ -309,6 +336,20 @@ async fn worker(plan: Plan) -> WorkerResult {
         }
     }
     result
+}
+
+/// The IDs of a 200 answer: Leaf's one decimal, or the list path's `ids`, exactly `count` of them.
+fn answered_ids(body: &[u8], count: usize) -> Option<Vec<u64>> {
+    if count == 1 {
+        return decimal_id(body).map(|id| vec![id]);
+    }
+    #[derive(serde::Deserialize)]
+    struct Ids {
+        ids: Vec<String>,
+    }
+    let ids: Vec<u64> =
+        serde_json::from_slice::<Ids>(body).ok()?.ids.iter().map(|id| id.parse().ok()).collect::<Option<_>>()?;
+    (ids.len() == count).then_some(ids)
 }
 
 #[cfg(test)]

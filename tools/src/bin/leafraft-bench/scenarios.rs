@@ -19,6 +19,10 @@ pub struct NamespacesArgs {
     /// rate give the same requests with fewer claims (the request path's own floor).
     #[arg(long, default_value_t = 1)]
     ids_per_second: usize,
+    /// IDs per request: above 1, the list path (`/v1/timeseq/{ns}?shard=0&count=N`) and
+    /// `ids-per-second / count` requests per namespace per second on every node.
+    #[arg(long, default_value_t = 1)]
+    count: usize,
     /// Seconds of load.
     #[arg(long, default_value_t = 60)]
     duration: u64,
@@ -100,6 +104,7 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
         nodes: addrs(args.nodes),
         namespaces: args.namespaces,
         ids_per_second: args.ids_per_second,
+        count: args.count,
         duration: Duration::from_secs(args.duration),
         connections: args.connections,
         create_concurrency: args.create_concurrency,
@@ -126,6 +131,15 @@ pub async fn namespaces(args: NamespacesArgs) -> Result<ExitCode, String> {
     for (failure, n) in &r.failures {
         println!("  failed: {n} × {failure}");
     }
+    let s = &r.sequences;
+    println!(
+        "sequences: at most {} of {} in any (namespace, second) ({:.1} %), over {} of them; SECOND_EXHAUSTED {}",
+        s.most_used,
+        s.limit,
+        s.most_used as f64 * 100.0 / s.limit.max(1) as f64,
+        s.seconds,
+        s.second_exhausted
+    );
     println!("{}", latency_line("latency (all)", &r.latency));
     println!("{}", latency_line(&format!("latency (due after {} s)", options.settle.as_secs()), &r.settled_latency));
     println!(
