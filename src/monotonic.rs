@@ -34,6 +34,7 @@ use crate::cluster::forward::Forwarded;
 use crate::cluster::forward::ForwardedReply;
 use crate::cluster::forward::MonotonicTake;
 use crate::cluster::forward::TakeServer;
+use crate::cluster::forward::Vouch;
 use crate::cluster::Cluster;
 use crate::cluster::Peers;
 use crate::error::Error;
@@ -126,9 +127,12 @@ impl SendBatch for ThroughLeader {
     }
 }
 
-/// Runs `takes` on the leader (this node when it leads) as one `Forwarded::TakeMonotonicBatch`.
+/// Runs `takes` on the leader (this node when it leads) as one `Forwarded::TakeMonotonicVouched`:
+/// the vote this node has saved is read now, after every take of the batch reached it, so the
+/// leader may count it as this voter's confirmation for them (a leader ignores its own).
 async fn forward_batch(cluster: &Cluster, takes: Vec<MonotonicTake>) -> BatchAnswer {
-    let op = Forwarded::TakeMonotonicBatch { takes };
+    let vouch = Vouch { voter: cluster.node_id(), saved: cluster.saved_vote() };
+    let op = Forwarded::TakeMonotonicVouched { takes, vouch };
     match cluster.on_leader(op).await? {
         ForwardedReply::TakenBatch(answers) => Ok(answers
             .into_iter()
@@ -171,11 +175,18 @@ impl LeaderTakes {
     }
 
     /// A follower's batch of takes goes to the sequencer as one unit: one confirmation for all of
-    /// them, cut in the order the follower sent them, each answered on its own.
-    async fn take_batch(&self, takes: Vec<MonotonicTake>, deadline: Instant) -> Result<ForwardedReply, ForwardError> {
+    /// them (which may count the follower's `vouch`), cut in the order the follower sent them,
+    /// each answered on its own.
+    async fn take_batch(
+        &self,
+        takes: Vec<MonotonicTake>,
+        vouch: Option<Vouch>,
+        deadline: Instant,
+    ) -> Result<ForwardedReply, ForwardError> {
         let remaining = deadline.saturating_duration_since(Instant::now());
-        let taken =
-            tokio::time::timeout(remaining, self.sequencer().take_batch(takes)).await.map_err(|_| timed_out())?;
+        let taken = tokio::time::timeout(remaining, self.sequencer().take_batch(takes, vouch))
+            .await
+            .map_err(|_| timed_out())?;
         let answers = taken.map_err(refused)?;
         Ok(ForwardedReply::TakenBatch(
             answers
@@ -200,7 +211,8 @@ impl TakeServer for LeaderTakes {
         Box::pin(async move {
             match op {
                 Forwarded::TakeMonotonic { tag, count } => self.take(&tag, count, deadline).await,
-                Forwarded::TakeMonotonicBatch { takes } => self.take_batch(takes, deadline).await,
+                Forwarded::TakeMonotonicBatch { takes } => self.take_batch(takes, None, deadline).await,
+                Forwarded::TakeMonotonicVouched { takes, vouch } => self.take_batch(takes, Some(vouch), deadline).await,
                 other => Err(ForwardError::Failed(Error::no_leader(format!("not a monotonic take: {other:?}")))),
             }
         })

@@ -72,6 +72,23 @@ pub enum Forwarded {
         index: u64,
         wait_ms: u64,
     },
+    /// A follower's batch as in `TakeMonotonicBatch`, with the vote the follower had saved once
+    /// the batch had formed: the leader counts it as that voter's confirmation of its term for
+    /// these takes (`monotonic::confirm`), so a batch from a follower of three voters needs no
+    /// further round. Sent only from cluster version `Version::CLAIM_BATCHES`.
+    TakeMonotonicVouched {
+        takes: Vec<MonotonicTake>,
+        vouch: Vouch,
+    },
+}
+
+/// What a forwarding follower vouches for a batch of takes: the vote it had saved (`saved`,
+/// what `POST /raft/confirm` would have answered) read after every take of the batch had reached
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vouch {
+    pub voter: NodeId,
+    pub saved: Option<typ::Vote>,
 }
 
 /// One take of a monotonic tag in a [`Forwarded::TakeMonotonicBatch`].

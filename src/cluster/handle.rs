@@ -236,6 +236,7 @@ impl Cluster {
                         | Forwarded::ReadIndex
                         | Forwarded::TakeMonotonic { .. }
                         | Forwarded::TakeMonotonicBatch { .. }
+                        | Forwarded::TakeMonotonicVouched { .. }
                 );
             let attempt = match metrics.current_leader {
                 Some(leader) if leader == self.node_id => Some(self.execute(op.clone(), deadline).await),

@@ -43,7 +43,9 @@ impl Cluster {
             Forwarded::RemoveMember { node_id } => self.execute_remove_member(node_id, deadline).await,
             Forwarded::ReadIndex => self.execute_read_index(deadline).await,
             // The monotonic service's sequencer serves them; it confirms leadership per batch.
-            Forwarded::TakeMonotonic { .. } | Forwarded::TakeMonotonicBatch { .. } => {
+            Forwarded::TakeMonotonic { .. }
+            | Forwarded::TakeMonotonicBatch { .. }
+            | Forwarded::TakeMonotonicVouched { .. } => {
                 self.takes.execute(op, deadline).await.map_err(|refused| match refused {
                     ForwardError::NotLeader => Attempt::NotLeader,
                     ForwardError::Failed(error) => Attempt::Failed(error),

@@ -11,6 +11,13 @@
 //! leader. So a newer leader's quorum shares a voter with the one that answered, which granted it
 //! only after answering: the newer leader was elected after the batch formed.
 //!
+//! A voter's answer counts for a take when it was read after that take arrived; that is all the
+//! argument asks of it. So a follower that forwards a batch of takes reads the vote it has saved
+//! once the batch has formed and sends it along (`Vouch`): when that vote is this leader's, the
+//! follower counts as a voter that answered, for that batch (and for a batch made only of its
+//! units with the same vouch). With three voters this node and the forwarding follower are a
+//! quorum, so a follower's batch costs no round to a third node.
+//!
 //! This node counts for itself when the Raft core, asked after the batch formed, still holds this
 //! leader's vote. Peers are asked in the order they last answered, only as many as a quorum
 //! needs; the others are asked as well when one of those fails or is slow ([`HEDGE`]). Whatever
@@ -39,6 +46,7 @@ use tokio::time::Instant;
 
 use crate::cluster::attempt::confirm_leadership;
 use crate::cluster::attempt::Attempt;
+use crate::cluster::forward::Vouch;
 use crate::cluster::Peers;
 use crate::error::Error;
 
@@ -79,22 +87,32 @@ impl Confirmer {
     /// round's configuration: each is asked after the call, so each answer counts, but only
     /// against the configuration the core holds now. When that differs from the one asked by, the
     /// round is asked again by the core's.
-    pub(crate) async fn confirm(&mut self, term: u64, deadline: Instant) -> Result<(), Attempt> {
+    ///
+    /// `vouch`, a forwarding follower's saved vote read after every take of the batch reached it,
+    /// counts as that voter's answer when it is this leader's vote and the voter is one in the
+    /// configuration the core holds: with three voters it makes the quorum, and no peer is asked.
+    pub(crate) async fn confirm(&mut self, term: u64, vouch: Option<&Vouch>, deadline: Instant) -> Result<(), Attempt> {
         let guess = self.last.take().filter(|last| last.vote.leader_id.term == term);
+        let vouched_enough = guess
+            .as_ref()
+            .is_some_and(|guess| is_quorum(&guess.joint, &granted_before_asking(guess, self.node_id, vouch)));
         let (round, early) = match &guess {
-            Some(guess) => {
-                let (round, asked) = tokio::join!(self.read_core(), self.ask_peers(guess, deadline));
+            Some(guess) if !vouched_enough => {
+                let itself = BTreeSet::from([self.node_id]);
+                let (round, asked) = tokio::join!(self.read_core(), self.ask_peers(guess, itself, deadline));
                 (round?, Some(asked))
             }
-            None => (self.read_core().await?, None),
+            _ => (self.read_core().await?, None),
         };
         let Some(round) = round.filter(|round| round.vote.leader_id.term == term) else {
             return Err(Attempt::NotLeader);
         };
+        let granted = granted_before_asking(&round, self.node_id, vouch);
         let asked = match (guess, early) {
+            _ if is_quorum(&round.joint, &granted) => Asked::Confirmed(Vec::new()),
             // The answers were given for the same vote, voter sets and members the core holds now.
             (Some(guess), Some(asked)) if guess == round => asked,
-            _ => self.ask_peers(&round, deadline).await,
+            _ => self.ask_peers(&round, granted, deadline).await,
         };
         let result = match asked {
             Asked::Confirmed(answered) => {
@@ -135,12 +153,14 @@ impl Confirmer {
             .map_err(|fatal| Attempt::Failed(Error::no_leader(format!("raft stopped on this node: {fatal}"))))
     }
 
-    async fn ask_peers(&self, round: &Round, deadline: Instant) -> Asked {
-        let mut granted = BTreeSet::from([self.node_id]);
+    /// Asks the voters not in `granted` (this node, and a voter that vouched) until a quorum of
+    /// `round`'s configuration confirms.
+    async fn ask_peers(&self, round: &Round, mut granted: BTreeSet<NodeId>, deadline: Instant) -> Asked {
         if is_quorum(&round.joint, &granted) {
             return Asked::Confirmed(Vec::new());
         }
-        let voters: BTreeSet<NodeId> = round.joint.iter().flatten().copied().filter(|id| *id != self.node_id).collect();
+        let voters: BTreeSet<NodeId> =
+            round.joint.iter().flatten().copied().filter(|id| !granted.contains(id)).collect();
         let ordered = in_order(&self.order, &voters);
         let (first, rest) = first_to_ask(&round.joint, &granted, &ordered);
         let mut pending = FuturesUnordered::new();
@@ -195,6 +215,20 @@ impl Confirmer {
         let timeout = deadline.saturating_duration_since(Instant::now());
         (peer, self.peers.saved_vote(peer, node, &round.vote, timeout).await)
     }
+}
+
+/// The voters that confirm `round` before any is asked: this node (the core holds its vote), and
+/// the voter of `vouch` when the vote it had saved is this leader's and it is a voter of the
+/// round's configuration.
+fn granted_before_asking(round: &Round, node_id: NodeId, vouch: Option<&Vouch>) -> BTreeSet<NodeId> {
+    let mut granted = BTreeSet::from([node_id]);
+    if let Some(Vouch { voter, saved: Some(saved) }) = vouch {
+        let is_voter = round.joint.iter().flatten().any(|id| id == voter);
+        if saved.leader_id == round.vote.leader_id && is_voter {
+            granted.insert(*voter);
+        }
+    }
+    granted
 }
 
 /// `order` with the peers that `answered` moved to the front, in the order they answered.
@@ -273,6 +307,31 @@ mod tests {
         // Not enough voters to ask: all of them.
         let (first, rest) = first_to_ask(&[vec![1, 2, 3]], &set(&[]), &[2]);
         assert_eq!((first, rest), (vec![2], vec![]));
+    }
+
+    fn round(term: u64, leader: NodeId, joint: Vec<Vec<NodeId>>) -> Round {
+        Round { vote: typ::Vote::new_committed(term, leader), joint, nodes: BTreeMap::new() }
+    }
+
+    #[test]
+    fn a_vouch_counts_only_for_this_leaders_vote_from_a_voter_of_the_round() {
+        let round = round(5, 1, vec![vec![1, 2, 3]]);
+        let vouch = |voter, term, leader| Vouch { voter, saved: Some(typ::Vote::new_committed(term, leader)) };
+        assert_eq!(granted_before_asking(&round, 1, None), set(&[1]));
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(2, 5, 1))), set(&[1, 2]));
+        assert!(is_quorum(&round.joint, &granted_before_asking(&round, 1, Some(&vouch(2, 5, 1)))));
+        // The follower has saved a vote of another term, or for another candidate: not an answer.
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(2, 6, 3))), set(&[1]));
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(2, 4, 1))), set(&[1]));
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(2, 5, 3))), set(&[1]));
+        // Nothing saved, a learner, or this node itself.
+        assert_eq!(granted_before_asking(&round, 1, Some(&Vouch { voter: 2, saved: None })), set(&[1]));
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(4, 5, 1))), set(&[1]));
+        assert_eq!(granted_before_asking(&round, 1, Some(&vouch(1, 5, 1))), set(&[1]));
+        // Five voters: the vouch is one answer of the three needed.
+        let five = super::tests::round(5, 1, vec![vec![1, 2, 3, 4, 5]]);
+        let granted = granted_before_asking(&five, 1, Some(&vouch(2, 5, 1)));
+        assert_eq!((granted.clone(), is_quorum(&five.joint, &granted)), (set(&[1, 2]), false));
     }
 
     #[test]

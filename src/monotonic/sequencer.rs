@@ -7,8 +7,9 @@
 //!   earlier leader served from; a range is dropped as soon as the term changes, so a node that
 //!   leads again never serves from a range of an earlier term.
 //! - A batch of takes is answered only after a quorum acknowledged this leader's term once every
-//!   take in the batch had arrived: a quorum of voters asked after the batch formed answered that
-//!   the vote they have saved is this leader's (`confirm`; it falls back to openraft's heartbeat
+//!   take in the batch had arrived: a quorum of voters, each read after those takes arrived,
+//!   answered that the vote they have saved is this leader's (`confirm`: asked after the batch
+//!   formed, or a forwarding follower's vouch read after its batch formed; it falls back to openraft's heartbeat
 //!   round, `get_read_log_id`, which counts only acknowledgements of appends it sends after it was
 //!   called, each by a voter whose vote is this leader's), or a claim proposed after the batch was
 //!   formed and committed in the same term (committed means a quorum appended it under this
@@ -41,6 +42,7 @@ use tokio::time::Instant;
 use crate::cluster::attempt::from_write_error;
 use crate::cluster::attempt::Attempt;
 use crate::cluster::forward::MonotonicTake;
+use crate::cluster::forward::Vouch;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::monotonic::confirm::Confirmer;
@@ -94,6 +96,8 @@ pub type Answers = Vec<Result<Vec<IdRange>, Error>>;
 /// Takes answered together: one caller's take, or a follower's whole forwarded batch.
 struct Unit {
     takes: Vec<MonotonicTake>,
+    /// The forwarding follower's saved vote, read after these takes reached it.
+    vouch: Option<Vouch>,
     reply: oneshot::Sender<Result<Answers, Refused>>,
 }
 
@@ -115,7 +119,7 @@ impl Sequencer {
     /// before this call.
     pub async fn take(&self, tag: &str, count: u64) -> Result<Vec<IdRange>, Refused> {
         let take = MonotonicTake { tag: tag.to_string(), count, contiguous: false };
-        let mut answers = self.take_batch(vec![take]).await?;
+        let mut answers = self.take_batch(vec![take], None).await?;
         match answers.pop() {
             Some(answer) => answer.map_err(Refused::Failed),
             None => Err(Refused::Failed(Error::no_leader("the sequencer answered no take"))),
@@ -123,10 +127,11 @@ impl Sequencer {
     }
 
     /// Every take of `takes`, as one unit: one confirmation, cut in this order, each answered
-    /// on its own (`Refused` only when the whole unit is: this node does not lead).
-    pub async fn take_batch(&self, takes: Vec<MonotonicTake>) -> Result<Answers, Refused> {
+    /// on its own (`Refused` only when the whole unit is: this node does not lead). `vouch`: the
+    /// forwarding follower's saved vote, read after every one of `takes` reached it.
+    pub async fn take_batch(&self, takes: Vec<MonotonicTake>, vouch: Option<Vouch>) -> Result<Answers, Refused> {
         let (reply, answer) = oneshot::channel();
-        if self.units.send(Unit { takes, reply }).is_err() {
+        if self.units.send(Unit { takes, vouch, reply }).is_err() {
             return Err(Refused::Failed(Error::no_leader("this node is shutting down")));
         }
         answer.await.unwrap_or_else(|_| Err(Refused::Failed(Error::no_leader("this node is shutting down"))))
@@ -176,9 +181,9 @@ impl Driver {
             }
         };
         // A committed claim of this batch confirmed the term already; otherwise one round of
-        // asking the voters (`confirm`).
+        // asking the voters (`confirm`), counting a vouch every unit of the batch carries.
         if !confirmed {
-            if let Err(attempt) = self.confirmer.confirm(term, deadline).await {
+            if let Err(attempt) = self.confirmer.confirm(term, common_vouch(&batch), deadline).await {
                 self.tags.clear();
                 let refused = Refused::from(attempt);
                 return refuse_all(batch, || refused.clone());
@@ -309,8 +314,37 @@ fn invalid(take: &MonotonicTake) -> Option<Error> {
         .then(|| Error::invalid(format!("count must be between 1 and {MAX_TAKE}, got {}", take.count)))
 }
 
+/// The vouch every unit of `batch` carries, if they all carry the same one: a voter's read counts
+/// for a take only if it came after that take arrived, so a vouch counts for the whole batch
+/// only when it was given for each of its units.
+fn common_vouch(batch: &[Unit]) -> Option<&Vouch> {
+    let first = batch.first()?.vouch.as_ref()?;
+    batch.iter().all(|unit| unit.vouch.as_ref() == Some(first)).then_some(first)
+}
+
 fn refuse_all(batch: Vec<Unit>, refused: impl Fn() -> Refused) {
     for unit in batch {
         let _ = unit.reply.send(Err(refused()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use leafraft_state::typ;
+
+    fn unit(vouch: Option<Vouch>) -> Unit {
+        Unit { takes: Vec::new(), vouch, reply: oneshot::channel().0 }
+    }
+
+    #[test]
+    fn a_vouch_counts_for_a_batch_only_when_every_unit_carries_it() {
+        let vouch = |voter| Some(Vouch { voter, saved: Some(typ::Vote::new_committed(3, 1)) });
+        assert_eq!(common_vouch(&[unit(vouch(2)), unit(vouch(2))]), vouch(2).as_ref());
+        // A caller's own take, or another follower's batch, was not vouched for by this voter.
+        assert_eq!(common_vouch(&[unit(vouch(2)), unit(None)]), None);
+        assert_eq!(common_vouch(&[unit(None), unit(vouch(2))]), None);
+        assert_eq!(common_vouch(&[unit(vouch(2)), unit(vouch(3))]), None);
+        assert_eq!(common_vouch(&[]), None);
     }
 }

@@ -11,6 +11,10 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use leafraft::cluster::forward::Vouch;
+use leafraft::cluster::Forwarded;
+use leafraft::cluster::ForwardedReply;
+use leafraft::cluster::MonotonicTake;
 use leafraft::error::ErrorCode;
 use leafraft_history::overlapping_ranges;
 use leafraft_history::Handed;
@@ -167,4 +171,39 @@ fn a_take_answered_below_an_earlier_answer_is_a_violation() {
     let first = Op { node: 2, sent: at(0), answered: at(5), ids: vec![(300, 350)] };
     let later = Op { node: 2, sent: at(6), answered: at(9), ids: vec![(120, 123)] };
     assert_eq!(real_time_violations(&[first, later]).len(), 1);
+}
+
+/// A forwarded batch counts the follower's saved vote as that voter's answer (`Vouch`) only when
+/// the vote is the leader's own. Here the leader is cut off, a new one leads and answers, and then
+/// a batch reaches the old leader vouched for by the third node, whose saved vote is now the new
+/// leader's: the old leader must not answer it. A leader that counts any vouch answers from its
+/// old range, below what the new leader already answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vouch_for_another_leader_confirms_nothing() {
+    fixtures::run(async {
+        let cluster = TestCluster::new(3).await;
+        let old = cluster.leader().await;
+        create_monotonic(&cluster, TAG).await;
+        enable_batches(&cluster, old).await;
+        cluster.running(old).monotonic.take(TAG, 1).await.expect("a take at the leader");
+        let others: Vec<u64> = cluster.running_ids().into_iter().filter(|id| *id != old).collect();
+        cluster.router.add_filter("cut", Filter::block().between(&[old], &others));
+        let new = cluster.leader_other_than(old).await;
+        let newer = cluster.running(new).monotonic.take(TAG, 1).await.expect("a take at the new leader");
+        let third = others.iter().copied().find(|id| *id != new).expect("a third node");
+        let vouch = Vouch { voter: third, saved: cluster.cluster(third).saved_vote() };
+        let old_vote = cluster.cluster(old).saved_vote();
+        assert_ne!(vouch.saved.map(|v| v.leader_id), old_vote.map(|v| v.leader_id), "the third node voted anew");
+        let take = MonotonicTake { tag: TAG.to_string(), count: 1, contiguous: false };
+        let op = Forwarded::TakeMonotonicVouched { takes: vec![take], vouch };
+        let answer = tokio::time::timeout(Duration::from_secs(30), cluster.cluster(old).execute_forwarded(op))
+            .await
+            .expect("the old leader answers the forward within 30 s");
+        if let Ok(ForwardedReply::TakenBatch(answers)) = &answer {
+            let served: Vec<_> = answers.iter().filter_map(|answer| answer.as_ref().ok()).collect();
+            assert!(served.is_empty(), "the old leader served {served:?} after the new one served {newer:?}");
+        }
+        cluster.router.remove_filter("cut");
+    })
+    .await;
 }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
+use leafraft::cluster::forward::Vouch;
 use leafraft::cluster::ForwardError;
 use leafraft::cluster::Forwarded;
 use leafraft::cluster::ForwardedReply;
@@ -147,6 +148,10 @@ pub fn forwarded() -> Vec<Vec<u8>> {
                 MonotonicTake { tag: "ticks".into(), count: 3, contiguous: false },
                 MonotonicTake { tag: "ticks".into(), count: 10_000, contiguous: true },
             ],
+        },
+        Forwarded::TakeMonotonicVouched {
+            takes: vec![MonotonicTake { tag: "ticks".into(), count: 3, contiguous: false }],
+            vouch: Vouch { voter: 2, saved: Some(leafraft_state::typ::Vote::new_committed(4, 1)) },
         },
     ]);
     encoded(&ops)
