@@ -2,7 +2,7 @@
 //! all, the floor under what any transport between the nodes can reach.
 //!
 //! The nodes are the cluster suite's (`tests/cluster/fixtures`): real sled stores with fsync,
-//! each assembled as `serve` assembles a node (`leafraft::assembly`: leafraft's own state machine,
+//! each assembled as `serve` assembles a node (`leafraft::node::assembly`: leafraft's own state machine,
 //! network wrappers, `Cluster` and ID services), joined by the test router, which delivers each
 //! Raft RPC as a function call (through the wire codec). So a claim here pays what openraft and the
 //! stores cost on each node (the leader's proposal, append and apply, a follower's append and sync,

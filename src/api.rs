@@ -2,11 +2,16 @@
 //! peers. Handlers translate HTTP to `Cluster` calls and back; they hold no logic of their own.
 //!
 //! API Boundary: paths, JSON shapes and error codes are the contract `docs/api.md` states.
+//!
+//! Beside the routes, the rest of the HTTP edge: [`server`] serves them on the port, plain or
+//! TLS ([`tls`]), every connection under the limits of [`connections`]; [`refusals`] logs refused
+//! requests at a bounded rate; [`probes`] answers `/healthz` and `/readyz` on a port of its own.
 
 mod auth;
 mod backup;
 mod body;
 mod cluster;
+pub mod connections;
 mod forward;
 mod gate;
 mod health;
@@ -16,14 +21,18 @@ pub mod openapi;
 mod path_tag;
 mod peer;
 mod pin;
+pub mod probes;
+pub mod refusals;
 mod respond;
 mod schemas;
 mod scramble;
 mod segments;
+pub mod server;
 mod snowflakes;
 pub mod status;
 mod tags;
 mod timeseq;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -38,9 +47,9 @@ use crate::cluster::Cluster;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
-use crate::segments::Segments;
-use crate::snowflakes::Snowflakes;
-use crate::timeseq::Timeseq;
+use crate::services::segments::Segments;
+use crate::services::snowflakes::Snowflakes;
+use crate::services::timeseq::Timeseq;
 
 pub use body::MaxId;
 pub use namespaces::CreateNamespace;
@@ -73,17 +82,17 @@ pub struct Services {
     pub metrics: Arc<Metrics>,
     /// The peer secret, admin token and client tokens this node accepts (`auth`).
     /// (Swapped by `reload` when the token files change.)
-    pub credentials: Arc<arc_swap::ArcSwap<crate::credentials::Credentials>>,
+    pub credentials: Arc<arc_swap::ArcSwap<crate::config::credentials::Credentials>>,
     /// `--peer-ca`: `/raft/*` needs a client certificate naming the member it claims to be.
     pub mutual_tls: bool,
     /// Where refused requests are logged, at a bounded rate.
-    pub refusals: Arc<crate::refusals::RefusalLog>,
+    pub refusals: Arc<crate::api::refusals::RefusalLog>,
     /// Refuses appends to a log that went back in time, and counts such refusals as leader.
     pub amnesia: Arc<raft::AmnesiaGuard>,
 }
 
 /// The node's routes. `failing` turns true when the node's storage fails (see
-/// [`crate::failstop`]): requests still running are then answered `NO_LEADER`.
+/// [`crate::node::failstop`]): requests still running are then answered `NO_LEADER`.
 pub fn router(services: Services, failing: tokio::sync::watch::Receiver<bool>) -> Router {
     let gate = gate::GateLayer::new(gate::Gatekeeper {
         auth: auth::Checker {
@@ -157,7 +166,16 @@ async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         cluster: state.cluster.status(),
         last_log_index: state.cluster.metrics().last_log_index,
         tags: state.segments.stats(),
-        snowflake: state.snowflakes.status(),
+        snowflake: {
+            let status = state.snowflakes.status();
+            crate::metrics::SnowflakeScrape {
+                worker_id: status.worker_id,
+                window_end_ms: status.window_end_ms,
+                clock_offset_ms: status.clock_offset_ms,
+                refused: status.refused.is_some(),
+                ids_issued: status.ids_issued,
+            }
+        },
         snowflake_years_left: state.snowflakes.years_left(),
         identity_refusals: [state.cluster.identity().refusals(), vec![("amnesiac", state.amnesia.refusals())]].concat(),
         foreign_clusters: state.cluster.identity().foreign_clusters(),

@@ -1,6 +1,8 @@
 //! The wall clock, read in one place. Only the services and the API read it; the engines and
 //! `apply` get time as a parameter.
 
+pub mod verdict;
+
 use std::time::Duration;
 use std::time::SystemTime;
 use std::time::UNIX_EPOCH;

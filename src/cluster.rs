@@ -12,7 +12,7 @@
 //! - [`membership`]: membership changes that need more than one Raft call (learners that must
 //!   catch up, identities that must match);
 //! - [`readiness`]: whether this node may serve;
-//! - [`status`]: the `/v1/cluster` view;
+//! - [`view`]: the `/v1/cluster` view;
 //! - [`versions`]: the cluster version, the commands it gates and how it rises (rolling upgrades).
 //!
 //! Retries: a write is retried only while it certainly was not appended anywhere, or when
@@ -30,8 +30,8 @@ mod membership;
 mod readiness;
 mod removal;
 mod retry;
-mod status;
 pub mod versions;
+mod view;
 
 pub use self::forward::check_addr;
 pub use self::forward::BoxFuture;
@@ -50,5 +50,5 @@ pub use self::incarnations::record_unknown_incarnations;
 pub use self::membership::rejoin_refusal;
 pub use self::membership::MAX_PROMOTION_LAG;
 pub use self::removal::watch_membership;
-pub use self::status::ClusterStatus;
-pub use self::status::ReplicationStatus;
+pub use self::view::ClusterStatus;
+pub use self::view::ReplicationStatus;

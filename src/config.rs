@@ -15,9 +15,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::clock::millis;
-use crate::credentials::Credentials;
-use crate::segments::SegmentConfig;
-use crate::snowflakes::SnowflakeConfig;
+use crate::config::credentials::Credentials;
+use crate::services::segments::SegmentConfig;
+use crate::services::snowflakes::SnowflakeConfig;
 use leafraft_state::NodeId;
 
 /// How a node with an empty data directory joins the world.
@@ -37,7 +37,7 @@ pub enum Bootstrap {
     Join(Vec<String>),
     /// A StatefulSet pod (`--statefulset-service`): found with the other initial pods only when
     /// every pod answers without a cluster, otherwise join the running one, replacing this pod's
-    /// old incarnation first if its volume was lost (`statefulset`, `crate::bootstrap`).
+    /// old incarnation first if its volume was lost (`statefulset`, `crate::node::bootstrap`).
     StatefulSet(Box<statefulset::Pods>),
 }
 
@@ -51,7 +51,7 @@ pub enum LogFormat {
 pub struct Config {
     pub node_id: NodeId,
     pub listen: SocketAddr,
-    /// Where `/healthz` and `/readyz` are answered apart from the node port (`crate::probes`).
+    /// Where `/healthz` and `/readyz` are answered apart from the node port (`crate::api::probes`).
     pub probe_listen: Option<SocketAddr>,
     /// The address peers and clients reach this node at (`host:port`).
     pub advertise: String,
@@ -343,14 +343,17 @@ fn resolve_addr(text: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("'{text}' is not a HOST:PORT address"))
 }
 
+pub mod credentials;
 pub mod founding;
+mod id_settings;
 mod initial_cluster;
 mod security;
-mod services;
 pub mod statefulset;
 #[cfg(test)]
 mod tests;
 
+use id_settings::resolve_segments;
+use id_settings::resolve_snowflake;
 pub use initial_cluster::parse_initial_cluster;
 use initial_cluster::resolve_membership;
 use security::resolve_connections;
@@ -361,5 +364,3 @@ pub use security::CredentialSource;
 pub use security::Reread;
 pub use security::SecretText;
 pub use security::TlsFiles;
-use services::resolve_segments;
-use services::resolve_snowflake;

@@ -30,7 +30,6 @@ pub use segments::TagStats;
 pub use segments::DEFAULT_TAG_SERIES;
 
 use crate::cluster::ClusterStatus;
-use crate::snowflakes::SnowflakeStatus;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
@@ -43,7 +42,7 @@ pub struct RequestLabels {
 pub struct RefusalLabels {
     /// A route template, as in `http_requests`.
     pub route: &'static str,
-    /// One of `credentials::AuthRefusal::reason`'s few values.
+    /// One of `config::credentials::AuthRefusal::reason`'s few values.
     pub reason: &'static str,
 }
 
@@ -81,6 +80,17 @@ pub(crate) fn intern(route: &str) -> &'static str {
     leaked
 }
 
+/// What the snowflake series copy of this node's snowflake state (`Snowflakes::status`).
+#[derive(Debug, Clone, Default)]
+pub struct SnowflakeScrape {
+    pub worker_id: Option<u32>,
+    pub window_end_ms: Option<u64>,
+    pub clock_offset_ms: Option<i64>,
+    /// Whether snowflake IDs are refused right now.
+    pub refused: bool,
+    pub ids_issued: u64,
+}
+
 /// What one scrape of `/metrics` copies into the registry, gathered by the caller from the
 /// services (so this module depends on their views, never on the services themselves).
 #[derive(Debug, Clone)]
@@ -89,7 +99,7 @@ pub struct Scrape {
     pub cluster: ClusterStatus,
     pub last_log_index: Option<u64>,
     pub tags: SegmentStats,
-    pub snowflake: SnowflakeStatus,
+    pub snowflake: SnowflakeScrape,
     pub snowflake_years_left: f64,
     /// Messages between nodes refused for a mismatched identity, by kind, since start.
     pub identity_refusals: Vec<(&'static str, u64)>,
@@ -125,7 +135,7 @@ pub struct Metrics {
     member_foreign_cluster: Family<MemberLabels, Gauge>,
     events: events::EventSeries,
     security: SecurityMetrics,
-    /// The connections to the node's port (`crate::serve`).
+    /// The connections to the node's port (`crate::api::server`).
     pub connections: ConnectionMetrics,
 }
 
@@ -268,7 +278,7 @@ impl Metrics {
             .map_or(0, |end| i64::try_from(end).unwrap_or(i64::MAX) - i64::try_from(scrape.now_ms).unwrap_or(0));
         self.snowflake_window_headroom_ms.set(headroom);
         self.snowflake_clock_offset_ms.set(snowflake.clock_offset_ms.unwrap_or(0));
-        self.snowflake_refused.set(i64::from(snowflake.refused.is_some()));
+        self.snowflake_refused.set(i64::from(snowflake.refused));
         self.snowflake_years_left.set(scrape.snowflake_years_left);
         for (kind, count) in &scrape.identity_refusals {
             let counter = self.identity_refusals.get_or_create(&KindLabels { kind });

@@ -1,23 +1,31 @@
-//! The ID services of one node over its `Cluster`, built in one place: `assembly::assemble`
-//! calls [`IdServices::new`] for `node::start` (`serve`) and the in-process suite
+//! The ID services of one node over its `Cluster`, built in one place: `node::assembly::assemble`
+//! calls [`IdServices::new`] for `node::run::start` (`serve`) and the in-process suite
 //! (`tests/cluster/fixtures/cluster.rs`), which both call [`IdServices::maintain`], so the
 //! services the tests drive are wired as the ones that ship, time sequences included.
+
+pub mod batch_queue;
+pub mod claims;
+pub mod monotonic;
+pub mod segments;
+pub mod sharded_map;
+pub mod snowflakes;
+pub mod timeseq;
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::claims::ClaimBatcher;
-use crate::clock_verdict::ClockCheck;
+use crate::clock::verdict::ClockCheck;
 use crate::cluster::Cluster;
 use crate::metrics::Metrics;
-use crate::monotonic::Monotonic;
-use crate::segments::SegmentConfig;
-use crate::segments::Segments;
-use crate::snowflakes::SnowflakeConfig;
-use crate::snowflakes::Snowflakes;
-use crate::timeseq::Timeseq;
+use crate::services::claims::ClaimBatcher;
+use crate::services::monotonic::Monotonic;
+use crate::services::segments::SegmentConfig;
+use crate::services::segments::Segments;
+use crate::services::snowflakes::SnowflakeConfig;
+use crate::services::snowflakes::Snowflakes;
+use crate::services::timeseq::Timeseq;
 
 /// Segments, monotonic tags, snowflakes and time sequences, each fed by the same `Cluster`.
 #[derive(Clone)]

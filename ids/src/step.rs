@@ -1,7 +1,7 @@
 //! The dynamic step, as Leaf computes it: the step a node asks for in its next claim follows how
 //! long its previous range lasted. One policy, two sets of thresholds: segment buffers (the
 //! server's and the client library's) use Leaf's, [`StepPolicy::LEAF`]; the leader's sequencer of
-//! monotonic tags (`src/monotonic/sequencer.rs`), which claims on the write path of a request, its
+//! monotonic tags (`src/services/monotonic/sequencer.rs`), which claims on the write path of a request, its
 //! own, with ranges meant to last about a second.
 //!
 //! Which "max step" applies where: Leaf's `MAX_STEP`, 1,000,000, is how far the segment buffers'

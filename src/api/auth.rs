@@ -23,14 +23,14 @@ use raft::network::PeerIdentity;
 
 use super::path_tag::PathTag;
 use super::path_tag::TagName;
-use crate::credentials::AuthRefusal;
-use crate::credentials::Credentials;
-use crate::credentials::Role;
+use crate::api::refusals::RefusalLog;
+use crate::api::tls::PeerInfo;
+use crate::config::credentials::AuthRefusal;
+use crate::config::credentials::Credentials;
+use crate::config::credentials::Role;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::metrics::Metrics;
-use crate::refusals::RefusalLog;
-use crate::tls::PeerInfo;
 
 /// The Leaf code of a refused credential on Leaf's paths (Leaf has none; −1 to −3 and −5 are taken).
 pub const LEAF_REFUSED: i32 = -4;
@@ -191,7 +191,7 @@ fn check_peer_certificate(request: &Request) -> Result<(), AuthRefusal> {
         Ok(Some(peer)) => peer.node_id,
         _ => return Err(AuthRefusal::CertificateMismatch),
     };
-    if crate::tls::names_node(&certificate, claimed) {
+    if crate::api::tls::names_node(&certificate, claimed) {
         Ok(())
     } else {
         Err(AuthRefusal::CertificateMismatch)

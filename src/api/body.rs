@@ -68,7 +68,7 @@ pub fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, Error> {
 }
 
 /// How many IDs a request may ask for (`count`), as the ID services bound it.
-pub const MAX_COUNT: u64 = crate::segments::MAX_COUNT;
+pub const MAX_COUNT: u64 = crate::services::segments::MAX_COUNT;
 
 /// `?count=N` of the ID endpoints (`count` below says what it accepts).
 #[derive(Debug, Deserialize)]

@@ -1,7 +1,7 @@
 //! The one middleware every routed request passes: it checks the caller's credential
 //! ([`super::auth`]) and the cluster a request is pinned to ([`super::pin`]), stamps this node's
 //! cluster ID on what the handler (or the pin) answers, counts the request by route and status once it is answered, and answers a
-//! request still running when the node starts failing (`NO_LEADER`, see [`crate::failstop`]).
+//! request still running when the node starts failing (`NO_LEADER`, see [`crate::node::failstop`]).
 //!
 //! Why one hand-written layer instead of three `from_fn` middlewares: each `from_fn` layer cloned
 //! the whole state, boxed the inner service and two futures per request, and with three of them

@@ -12,7 +12,7 @@ use crate::api::respond::rfc3339;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
-use crate::timeseq::NamespaceState;
+use crate::services::timeseq::NamespaceState;
 use leafraft_state::timeseq as limits;
 use leafraft_state::NamespaceRecord;
 

@@ -159,7 +159,7 @@ fn add_refusals(operation: &mut utoipa::openapi::path::Operation, leaf: bool) {
 /// The security requirements of `method` on the route `path`: the role's scheme (for IDs, the
 /// client scheme or the admin one), `None` when open.
 fn roles(method: &axum::http::Method, path: &str) -> Option<Vec<utoipa::openapi::security::SecurityRequirement>> {
-    use crate::credentials::Role;
+    use crate::config::credentials::Role;
     use utoipa::openapi::security::SecurityRequirement;
     let scheme = |name: &str| SecurityRequirement::new(name, Vec::<String>::new());
     match api::auth::need(method, path, path)?.role {

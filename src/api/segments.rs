@@ -21,7 +21,7 @@ use crate::api::respond::push_id_list;
 use crate::api::AppState;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use crate::segments::scramble::scrambled;
+use crate::services::segments::scramble::scrambled;
 use leafraft_ids::scramble::IdScrambler;
 use leafraft_ids::IdRange;
 use leafraft_state::TagMode;

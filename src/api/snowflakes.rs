@@ -23,7 +23,7 @@ use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
 use crate::error::ErrorCode;
-use crate::snowflakes::SnowflakeStatus;
+use crate::services::snowflakes::SnowflakeStatus;
 
 /// Leaf's snowflake codes: −1 not ready (or the clock still behind after waiting), −3 the clock
 /// moved back too far.

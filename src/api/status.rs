@@ -23,7 +23,7 @@ use maud::DOCTYPE;
 
 use crate::api::AppState;
 use crate::cluster::ClusterStatus;
-use crate::snowflakes::SnowflakeStatus;
+use crate::services::snowflakes::SnowflakeStatus;
 
 mod snowflake;
 mod tags;

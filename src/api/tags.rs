@@ -18,7 +18,7 @@ use crate::api::respond::RangeView;
 use crate::api::AppState;
 use crate::clock::now_ms;
 use crate::error::Error;
-use crate::segments::BufferState;
+use crate::services::segments::BufferState;
 use leafraft_state::Request;
 use leafraft_state::Response;
 use leafraft_state::TagMode;

@@ -6,16 +6,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::Settings;
-use crate::credentials::credential_entries;
-use crate::credentials::is_sendable_token;
-use crate::credentials::single_token;
-use crate::credentials::ClientToken;
-use crate::credentials::Credentials;
-use crate::credentials::NotOneToken;
-use crate::credentials::Secret;
-use crate::credentials::UNSENDABLE;
+use crate::config::credentials::credential_entries;
+use crate::config::credentials::is_sendable_token;
+use crate::config::credentials::single_token;
+use crate::config::credentials::ClientToken;
+use crate::config::credentials::Credentials;
+use crate::config::credentials::NotOneToken;
+use crate::config::credentials::Secret;
+use crate::config::credentials::UNSENDABLE;
 
-/// The PEM files of TLS. Read at start and again on SIGHUP or when they change (`crate::tls`).
+/// The PEM files of TLS. Read at start and again on SIGHUP or when they change (`crate::api::tls`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     /// This node's certificate chain: served on its port and presented to peers as its client
@@ -227,7 +227,7 @@ fn read_credential_file(path: &Path, flag: &str) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read --{flag}-file {}: {e}", path.display()))
 }
 
-/// The timeouts and the cap every connection to the node's port is held to (`crate::serve`).
+/// The timeouts and the cap every connection to the node's port is held to (`crate::api::server`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// From when the node starts waiting for a request's headers (on a new connection, or on a

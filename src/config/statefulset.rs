@@ -9,7 +9,7 @@
 //! scaling); ordinal `i >= N` joins through them.
 //!
 //! How a pod becomes a member, the same under every `kubectl apply` (no variable to flip between
-//! the first formation and later; `crate::bootstrap` does it):
+//! the first formation and later; `crate::node::bootstrap` does it):
 //! - a pod with an empty volume asks every pod that exists (the initial ordinals, and the higher
 //!   ones whose names resolve) who they are. Only an initial pod founds, and only when every
 //!   initial pod answers with an empty volume and no pod at all holds a cluster; while any pod
@@ -167,7 +167,7 @@ impl StatefulSet {
     }
 }
 
-/// A pod's view of its StatefulSet, for `crate::bootstrap`: who the initial pods are and where
+/// A pod's view of its StatefulSet, for `crate::node::bootstrap`: who the initial pods are and where
 /// every pod is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pods {

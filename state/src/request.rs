@@ -62,7 +62,7 @@ pub enum Request {
     /// Moves a tag to `mode`: only from segment to monotonic, never back.
     SetTagMode { tag: String, mode: TagMode, now_ms: u64 },
     /// The leader's claim of `[max_id, max_id + step)` of a monotonic tag. It serves the range
-    /// only in the term whose entry this is (see `src/monotonic`); a segment claim of such a tag,
+    /// only in the term whose entry this is (see `src/services/monotonic`); a segment claim of such a tag,
     /// and this claim of a segment tag, are refused.
     ClaimMonotonic { tag: String, step: u64 },
     /// Creates a time-sequence namespace (`record.created_at_ms` is the proposer's clock).

@@ -16,7 +16,7 @@ use crate::harness::BIN;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The order `node::RunningNode::stop` logs in.
+/// The order `node::run::RunningNode::stop` logs in.
 const SHUTDOWN_LINES: [&str; 4] =
     ["shutting down: no new requests", "requests drained", "raft stopped", "store flushed; stopped"];
 

@@ -15,7 +15,7 @@ use axum::http::Request;
 use axum::http::StatusCode;
 use leafraft::config::Config;
 use leafraft::config::Settings;
-use leafraft::node::RunningNode;
+use leafraft::node::run::RunningNode;
 use openraft::error::Fatal;
 use tempfile::TempDir;
 use tower::ServiceExt;
@@ -112,7 +112,7 @@ async fn start_node(dir: &TempDir) -> RunningNode {
         ..Settings::default()
     };
     let config = Config::resolve(file).expect("a valid configuration");
-    let node = leafraft::node::start(config, listener).await.expect("the node starts");
+    let node = leafraft::node::run::start(config, listener).await.expect("the node starts");
     let deadline = Instant::now() + Duration::from_secs(20);
     while node.cluster().ensure_ready().is_err() {
         assert!(Instant::now() < deadline, "the fuzz node did not become ready");

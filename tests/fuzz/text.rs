@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use leafraft::config::Config;
 use leafraft::config::Settings;
-use leafraft::import;
+use leafraft::offline::import;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 

@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::Scan;
 
 /// The crates only the chaos runner and the load generators need. (`hyper-util` left this list
-/// when the node began serving its connections itself, `src/serve.rs`; `libc` when it began
-/// raising its open-file limit, `src/connections.rs`: std has no `getrlimit`.)
+/// when the node began serving its connections itself, `src/api/server.rs`; `libc` when it began
+/// raising its open-file limit, `src/api/connections.rs`: std has no `getrlimit`.)
 const TOOL_ONLY_CRATES: [&str; 7] =
     ["rand", "rand_chacha", "futures", "hdrhistogram", "http-body-util", "base64", "fuser"];
 

@@ -47,10 +47,10 @@ fn service_sources(root: &Path) -> Vec<(String, String)> {
 
 /// Service files over 400 lines when they came in, to be split. The list only shrinks: a file
 /// that gets under the limit must leave it (the check says so).
-const FILES_OVER_400_LINES: [&str; 2] = ["src/bootstrap.rs", "src/cli/args.rs"];
+const FILES_OVER_400_LINES: [&str; 2] = ["src/cli/args.rs", "src/node/bootstrap.rs"];
 
 /// Service functions (`path::name`) over 80 lines; the list only shrinks.
-const FUNCTIONS_OVER_80_LINES: [&str; 2] = ["src/metrics.rs::with_tag_series", "src/node.rs::start"];
+const FUNCTIONS_OVER_80_LINES: [&str; 2] = ["src/metrics.rs::with_tag_series", "src/node/run.rs::start"];
 
 /// Reports every name in `long` that `known` does not list, and every name `known` lists that is
 /// no longer long.
@@ -160,7 +160,13 @@ pub fn engine_installers(root: &Path) -> Scan {
         root,
         "",
         &["SegmentBuffer::new", "Generator::new", ".install_next(", "RangeHolder::new", ".install_range("],
-        &["segments.rs", "segments/load.rs", "snowflakes/lease.rs", "timeseq.rs", "timeseq/claims.rs"],
+        &[
+            "services/segments.rs",
+            "services/segments/load.rs",
+            "services/snowflakes/lease.rs",
+            "services/timeseq.rs",
+            "services/timeseq/claims.rs",
+        ],
         "an engine fed outside the ID services",
     )
 }

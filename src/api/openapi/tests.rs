@@ -177,8 +177,8 @@ fn regression_openapi_marks_the_role_each_route_needs() {
         for (method, operation) in item.as_object().expect("a path item") {
             let http_method: axum::http::Method = method.to_uppercase().parse().expect("a method");
             let expected = match crate::api::auth::need(&http_method, path, path).map(|need| need.role) {
-                Some(crate::credentials::Role::Admin) => serde_json::json!([{"admin": []}]),
-                Some(crate::credentials::Role::Client) => serde_json::json!([{"client": []}, {"admin": []}]),
+                Some(crate::config::credentials::Role::Admin) => serde_json::json!([{"admin": []}]),
+                Some(crate::config::credentials::Role::Client) => serde_json::json!([{"client": []}, {"admin": []}]),
                 _ => Value::Null,
             };
             let security = operation.get("security").cloned().unwrap_or(Value::Null);

@@ -8,7 +8,7 @@ use super::instant;
 use super::or_dash;
 use super::Page;
 use crate::api::AppState;
-use crate::segments::BufferState;
+use crate::services::segments::BufferState;
 use leafraft_ids::IdRange;
 
 /// The most tag rows the page shows.

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::cluster::ReplicationStatus;
-use crate::segments::BufferState;
+use crate::services::segments::BufferState;
 use leafraft_ids::timeseq::SecondRange;
 use leafraft_ids::IdRange;
 
@@ -109,7 +109,7 @@ fn page(cluster: ClusterStatus) -> Page {
                         description: "<b>orders</b>".into(),
                         created_at_ms: 1_799_000_000_000,
                     },
-                    ranges: Some(crate::timeseq::NamespaceState {
+                    ranges: Some(crate::services::timeseq::NamespaceState {
                         current: Some(SecondRange { second: 1_800_000_000, start: 40, end: 100 }),
                         pending: vec![SecondRange { second: 1_800_000_001, start: 0, end: 200 }],
                         ids_issued: 1234,

@@ -8,7 +8,7 @@ use maud::Markup;
 use crate::api::namespaces::time_zone_name;
 use crate::api::respond::rfc3339;
 use crate::api::AppState;
-use crate::timeseq::NamespaceState;
+use crate::services::timeseq::NamespaceState;
 use leafraft_ids::timeseq::SecondRange;
 
 /// One namespace as the page shows it.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::ArgGroup;
 use clap::Args;
 
-use crate::recover::margin;
+use crate::offline::recover::margin;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("source").required(true).args(["from_data_dir", "from"])))]
@@ -53,13 +53,13 @@ pub struct RecoverArgs {
 }
 
 impl RecoverArgs {
-    pub fn options(&self) -> crate::recover::RecoverOptions {
-        use crate::recover::Source;
+    pub fn options(&self) -> crate::offline::recover::RecoverOptions {
+        use crate::offline::recover::Source;
         let source = match (&self.from_data_dir, &self.from) {
             (Some(dir), _) => Source::DataDir(dir.clone()),
             (None, file) => Source::Backup(file.clone().unwrap_or_default()),
         };
-        crate::recover::RecoverOptions {
+        crate::offline::recover::RecoverOptions {
             data_dir: self.data_dir.clone(),
             source,
             node_id: self.node_id,

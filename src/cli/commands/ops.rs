@@ -100,7 +100,7 @@ fn older_backups(dir: &Path, keep: usize) -> std::io::Result<Vec<PathBuf>> {
 /// is the newest.
 pub async fn recover(args: &RecoverArgs) -> Outcome {
     let mut options = args.options();
-    if let crate::recover::Source::Backup(path) = &options.source {
+    if let crate::offline::recover::Source::Backup(path) = &options.source {
         if path.is_dir() {
             let newest = newest_backup(path)
                 .map_err(|e| Failure::Error(format!("cannot list {}: {e}", path.display())))?
@@ -111,10 +111,10 @@ pub async fn recover(args: &RecoverArgs) -> Outcome {
                     ))
                 })?;
             eprintln!("recovering from the newest backup in {}: {}", path.display(), newest.display());
-            options.source = crate::recover::Source::Backup(newest);
+            options.source = crate::offline::recover::Source::Backup(newest);
         }
     }
-    let report = crate::recover::run(options).await.map_err(|e| Failure::Error(e.to_string()))?;
+    let report = crate::offline::recover::run(options).await.map_err(|e| Failure::Error(e.to_string()))?;
     println!("{report}");
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use super::Outcome;
 use crate::config::Config;
 
 pub async fn run(config: Config) -> Outcome {
-    crate::node::run(config, shutdown_signal()).await.map_err(|e| Failure::Error(e.to_string()))?;
+    crate::node::run::run(config, shutdown_signal()).await.map_err(|e| Failure::Error(e.to_string()))?;
     Ok(ExitCode::SUCCESS)
 }
 

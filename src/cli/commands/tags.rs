@@ -52,7 +52,7 @@ pub async fn run(client: &Client, command: TagCommand) -> Outcome {
             print_json(&client.update_tag(&fields.name, &update).await?)
         }
         TagCommand::Import { file, dry_run } => {
-            crate::import::run(client, &file, dry_run).await?;
+            crate::offline::import::run(client, &file, dry_run).await?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -48,7 +48,7 @@ fn scrape(stats: SegmentStats) -> Scrape {
         },
         last_log_index: None,
         tags: stats,
-        snowflake: crate::snowflakes::SnowflakeStatus::default(),
+        snowflake: crate::metrics::SnowflakeScrape::default(),
         snowflake_years_left: 0.0,
         identity_refusals: Vec::new(),
         foreign_clusters: Default::default(),

@@ -20,8 +20,7 @@ use tokio::net::TcpListener;
 use crate::report::Percentiles;
 use leafraft::config::Config;
 use leafraft::config::Settings;
-use leafraft::node;
-use leafraft::node::RunningNode;
+use leafraft::node::run::RunningNode;
 
 #[derive(Debug, Clone)]
 pub struct ClaimsOptions {
@@ -242,7 +241,7 @@ async fn start_node(
         fsync: Some(fsync),
         ..Settings::default()
     })?;
-    node::start(config, listener).await.map_err(|e| e.to_string())
+    leafraft::node::run::start(config, listener).await.map_err(|e| e.to_string())
 }
 
 async fn wait_for_leader(nodes: &[RunningNode]) -> Result<usize, String> {

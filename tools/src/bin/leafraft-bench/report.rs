@@ -32,7 +32,7 @@ impl Percentiles {
 }
 
 /// Serves `GET /{anything}` with the next value of an atomic counter: the least an HTTP ID
-/// service can do, on the same stack as leafraft (`leafraft::serve`, with its connection limits;
+/// service can do, on the same stack as leafraft (`leafraft::api::server`, with its connection limits;
 /// with `tls`, behind leafraft's own TLS listener and rustls configuration).
 pub async fn counter_server(listen: &str, tls: Option<leafraft::config::TlsFiles>) -> Result<(), String> {
     let counter = Arc::new(AtomicU64::new(1));
@@ -45,11 +45,11 @@ pub async fn counter_server(listen: &str, tls: Option<leafraft::config::TlsFiles
     );
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let tls = tls.map(leafraft::tls::Tls::load).transpose()?;
+    let tls = tls.map(leafraft::api::tls::Tls::load).transpose()?;
     let observers = (Arc::new(leafraft::metrics::Metrics::new()), Arc::default());
     // Never told to stop: the counter serves until the process ends.
     let (_serving, stop) = tokio::sync::watch::channel(false);
     let limits = leafraft::config::ConnectionLimits::default();
-    let server = leafraft::serve::serve(listener, app, tls, limits, observers, stop)?;
+    let server = leafraft::api::server::serve(listener, app, tls, limits, observers, stop)?;
     server.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }
