@@ -30,13 +30,16 @@
 #      stack (leafraft's own listener and rustls configuration), alternating, 3 rounds.
 # Each paired ratio also prints the ceiling: three counter processes under the same load against
 # the one-process baseline (on 2 cores, three processes of anything lose ~20 % to switching).
-# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-one-id | --only-timeseq | --only-scramble | --tls]
+# Usage: scripts/bench.sh [--duration S] [--concurrency C] [--only-monotonic | --only-monotonic-follower | --only-lease | --only-single | --only-one-id | --only-timeseq | --only-scramble | --tls] [--binary PATH]
 #   --only-scramble: section 8 only.
 #   --only-one-id: sections 1b and 2b only.
 #   --only-lease: section 6d only (this build's monotonic confirmation vs the lease of dcd6af4).
 #   --only-monotonic-follower: section 6's follower ratio and ranges only (6b, 6c).
 #   --only-single: sections 1 and 5 (the paired single-ID ratios) only.
 #   --only-timeseq: section 7 only.
+#   --binary PATH: the nodes run PATH instead of this build's leafraft (for example an earlier
+#     commit's, from scripts/lib/build-commit.sh), so two builds' ratios can be compared in runs
+#     alternated by hand: e.g. `--only-single` with and without `--binary` of the commit before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +56,7 @@ release=0.1.0
 only_tls=0
 only_timeseq=0
 only_scramble=0
+binary=
 while [ $# -gt 0 ]; do
   case "$1" in
     --only-monotonic) only_monotonic=1; shift ;;
@@ -66,13 +70,14 @@ while [ $# -gt 0 ]; do
     --duration) duration=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
     --switch-secs) switch_secs=$2; shift 2 ;;
+    --binary) binary=$2; shift 2 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
 
 cargo build --release --quiet -p leafraft -p leafraft-tools
 target_dir="${CARGO_TARGET_DIR:-./target}"
-bin=$target_dir/release/leafraft
+bin=${binary:-$target_dir/release/leafraft}
 bench=$target_dir/release/leafraft-bench
 certs=$target_dir/release/leafraft-certs
 # `work`, `pids` (killed on exit) and `free_port`.
@@ -223,7 +228,7 @@ metric_total() { # metric_total REGEX ADDR...: sum of matching series over the n
 claims_total() { metric_total '^leafraft_segment_claims_total[{].*result="ok"' "$@"; }
 waits_total() { metric_total '^leafraft_segment_waits_total[{]' "$@"; }
 
-echo "== machine: $(nproc) cores; load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
+echo "== machine: $(nproc) cores; nodes run $("$bin" --version); load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
 
 # The TLS bar: a TLS + mutual TLS cluster and the counter server behind the same TLS listener.
 tls_section() {
