@@ -228,7 +228,7 @@ metric_total() { # metric_total REGEX ADDR...: sum of matching series over the n
 claims_total() { metric_total '^leafraft_segment_claims_total[{].*result="ok"' "$@"; }
 waits_total() { metric_total '^leafraft_segment_waits_total[{]' "$@"; }
 
-echo "== machine: $(nproc) cores; nodes run $("$bin" --version); load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
+echo "== machine: $(nproc) cores; nodes run $bin; load generator: leafraft bench http, $concurrency connections, ${duration}s per run"
 
 # The TLS bar: a TLS + mutual TLS cluster and the counter server behind the same TLS listener.
 tls_section() {
