@@ -230,13 +230,9 @@ impl NamespaceHolder {
 }
 
 /// How long before its next window `namespace` renews: between `WINDOW_AHEAD_MS` and
-/// `WINDOW_SPREAD_MS` less, fixed per name (a hash with fixed keys, the same on every node).
+/// `WINDOW_SPREAD_MS` less, fixed per name (CRC-32 of it; only timing depends on it).
 fn renewal_ahead_ms(namespace: &str) -> u64 {
-    use std::hash::Hash;
-    use std::hash::Hasher;
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    namespace.hash(&mut hasher);
-    WINDOW_AHEAD_MS - hasher.finish() % WINDOW_SPREAD_MS
+    WINDOW_AHEAD_MS - u64::from(crc32fast::hash(namespace.as_bytes())) % WINDOW_SPREAD_MS
 }
 
 /// The block of the next window: Leaf's dynamic step over windows. It starts at the busiest

@@ -4,12 +4,7 @@
 //! that second came to running out, and a `SECOND_EXHAUSTED` answer below that is a waste of
 //! the space, not a full second.
 
-/// The parts of a namespace's layout that place the sequence inside an ID (shard 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeqLayout {
-    pub shard_bits: u8,
-    pub seq_bits: u8,
-}
+use leafraft_ids::timeseq::Layout;
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SequenceUse {
@@ -23,8 +18,9 @@ pub struct SequenceUse {
     pub second_exhausted: u64,
 }
 
-/// The layout of namespace `ns` as node `node` describes it (`GET /v1/timeseq/{ns}`).
-pub async fn layout(http: &reqwest::Client, node: &str, ns: &str) -> Result<SeqLayout, String> {
+/// The layout of namespace `ns` as node `node` describes it (`GET /v1/timeseq/{ns}`); its epoch
+/// and zone are left at 0: only which second an ID is in matters here, not when that was.
+pub async fn layout(http: &reqwest::Client, node: &str, ns: &str) -> Result<Layout, String> {
     #[derive(serde::Deserialize)]
     struct View {
         shard_bits: u8,
@@ -33,23 +29,21 @@ pub async fn layout(http: &reqwest::Client, node: &str, ns: &str) -> Result<SeqL
     let url = format!("http://{node}/v1/timeseq/{ns}");
     let answer = http.get(&url).send().await.map_err(|e| format!("{url}: {e}"))?;
     let view: View = answer.json().await.map_err(|e| format!("{url}: {e}"))?;
-    Ok(SeqLayout { shard_bits: view.shard_bits, seq_bits: view.seq_bits })
+    Ok(Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: view.shard_bits, seq_bits: view.seq_bits })
 }
 
 impl SequenceUse {
     /// From every (namespace index, ID) answered, sorted, and the run's failures with counts.
-    pub fn of(sorted_ids: &[(u32, u64)], layout: SeqLayout, failures: &[(String, u64)]) -> SequenceUse {
-        let mask = (1u64 << layout.seq_bits) - 1;
-        let second_shift = u32::from(layout.shard_bits) + u32::from(layout.seq_bits);
-        let mut used = SequenceUse { limit: mask + 1, ..SequenceUse::default() };
+    pub fn of(sorted_ids: &[(u32, u64)], layout: Layout, failures: &[(String, u64)]) -> SequenceUse {
+        let mut used = SequenceUse { limit: layout.max_sequence() + 1, ..SequenceUse::default() };
         let mut current = None;
-        for &(ns, id) in sorted_ids {
-            let key = (ns, id >> second_shift);
+        for (ns, parts) in sorted_ids.iter().filter_map(|&(ns, id)| Some((ns, layout.decode(id).ok()?))) {
+            let key = (ns, parts.second);
             if current != Some(key) {
                 current = Some(key);
                 used.seconds += 1;
             }
-            used.most_used = used.most_used.max((id & mask) + 1);
+            used.most_used = used.most_used.max(parts.sequence + 1);
         }
         used.second_exhausted =
             failures.iter().filter(|(failure, _)| failure.contains("SECOND_EXHAUSTED")).map(|(_, n)| n).sum();
@@ -63,7 +57,7 @@ mod tests {
 
     #[test]
     fn the_highest_sequence_of_any_second_counts_and_exhaustion_is_read_from_the_failures() {
-        let layout = SeqLayout { shard_bits: 12, seq_bits: 19 };
+        let layout = Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 12, seq_bits: 19 };
         let id = |second: u64, sequence: u64| second << 31 | sequence;
         let ids = [(0, id(7, 0)), (0, id(7, 41)), (0, id(8, 3)), (1, id(7, 99)), (1, id(9, 5))];
         let failures =
