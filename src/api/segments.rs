@@ -22,6 +22,7 @@ use crate::api::AppState;
 use crate::error::Error;
 use crate::error::ErrorCode;
 use crate::services::segments::scramble::scrambled;
+use crate::services::segments::scramble::scrambled_all;
 use leafraft_ids::scramble::IdScrambler;
 use leafraft_ids::IdRange;
 use leafraft_state::TagMode;
@@ -172,11 +173,11 @@ pub async fn ids(
         // A scrambled tag has its key from its creation, so `scrambler` was read before the IDs
         // were taken without a race: no tag gains or loses one.
         Some(scrambler) if short => short_ids_body(tag, scrambler, ids)?,
-        Some(scrambler) => ids_body(
-            tag,
-            n_ids,
-            ids.map(|id| scrambled(scrambler, id)).collect::<Result<Vec<u64>, Error>>()?.into_iter(),
-        ),
+        Some(scrambler) => {
+            let mut images: Vec<u64> = ids.collect();
+            scrambled_all(scrambler, &mut images)?;
+            ids_body(tag, n_ids, images.into_iter())
+        }
         None => ids_body(tag, n_ids, ids),
     };
     Ok(json(body))

@@ -120,6 +120,30 @@ proptest! {
     }
 
     #[test]
+    fn a_list_scrambles_as_each_value_alone(
+        key in any::<u128>(),
+        limit in prop_oneof![1u64..200, 1u64..],
+        seeds in proptest::collection::vec(any::<u64>(), 0..40),
+    ) {
+        // Small domains make outputs walk often, so the lanes' walks are exercised.
+        let scrambler = Scrambler::new(key, limit).expect("a non-empty domain");
+        let mut values: Vec<u64> = seeds.iter().map(|seed| seed % limit).collect();
+        let one_by_one: Vec<u64> = values.iter().map(|&n| scrambler.scramble(n).expect("inside")).collect();
+        prop_assert_eq!(scrambler.scramble_all(&mut values), Some(()));
+        prop_assert_eq!(values, one_by_one);
+    }
+
+    #[test]
+    fn a_list_with_one_value_outside_is_refused_unchanged(key in any::<u128>(), len in 1usize..30, at in any::<usize>()) {
+        let space = IdScrambler::new(key, 1 << 20).expect("a space");
+        let mut ids: Vec<u64> = (1..=len as u64).collect();
+        ids[at % len] = if at % 2 == 0 { 0 } else { 1 << 20 };
+        let before = ids.clone();
+        prop_assert_eq!(space.scramble_all(&mut ids), None);
+        prop_assert_eq!(ids, before);
+    }
+
+    #[test]
     fn short_forms_round_trip(limit in 1u64.., value in any::<u64>()) {
         let form = ShortForm::new(limit);
         let value = value % limit;
@@ -134,6 +158,9 @@ fn a_tags_ids_map_to_ids_and_back_and_never_to_zero() {
     let space = IdScrambler::new(0x5eed_u128 << 70 | 17, 1000).expect("a space");
     let images: BTreeSet<u64> = (1..1000).map(|id| space.scramble(id).expect("inside")).collect();
     assert_eq!(images, (1..1000).collect(), "a permutation of [1, 1000)");
+    let mut listed: Vec<u64> = (1..1000).collect();
+    assert_eq!(space.scramble_all(&mut listed), Some(()));
+    assert!(listed.iter().zip(1..1000).all(|(&image, id)| space.scramble(id) == Some(image)));
     for id in 1..1000 {
         let image = space.scramble(id).expect("inside");
         assert_eq!(space.unscramble(image), Some(id));

@@ -33,6 +33,17 @@ pub fn scrambled(scrambler: &IdScrambler, id: u64) -> Result<u64, Error> {
         .ok_or_else(|| Error::new(ErrorCode::SegmentsNotReady, format!("{id} lies outside the tag's ID space")))
 }
 
+/// The IDs served for the sequence numbers `ids` of a scrambled tag, in place: [`scrambled`] on
+/// each, computed side by side (`IdScrambler::scramble_all`), for lists.
+pub fn scrambled_all(scrambler: &IdScrambler, ids: &mut [u64]) -> Result<(), Error> {
+    #[cfg(feature = "planted")]
+    ids.iter_mut().for_each(|id| *id = crate::planted::scramble_input(*id));
+    scrambler.scramble_all(ids).ok_or_else(|| {
+        let outside = ids.iter().find(|&&id| scrambler.scramble(id).is_none()).copied().unwrap_or_default();
+        Error::new(ErrorCode::SegmentsNotReady, format!("{outside} lies outside the tag's ID space"))
+    })
+}
+
 /// The ID a client receives for the sequence number `id`: itself, or its image.
 pub(super) fn served(scrambler: Option<&IdScrambler>, id: u64) -> Result<u64, Error> {
     scrambler.map_or(Ok(id), |scrambler| scrambled(scrambler, id))
