@@ -377,7 +377,8 @@ impl ProcessCluster {
         for (key, value) in env {
             command.env(key, value);
         }
-        command.env("RUST_LOG", "info,openraft=warn");
+        // `E2E_NODE_LOG` sets the nodes' filter when a failure needs their debug lines.
+        command.env("RUST_LOG", std::env::var("E2E_NODE_LOG").unwrap_or_else(|_| "info,openraft=warn".into()));
         if let Some(&limit) = self.open_files.get(&id) {
             command.open_files(limit);
         }
