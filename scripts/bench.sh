@@ -508,8 +508,8 @@ scramble_section() {
     local name=$1 field_name=$2 bar=$3 plain scrambled ratios=() round checked_plain checked_scrambled
     plain=$(urls "$4" "${nodes[@]}")
     scrambled=$(urls "$5" "${nodes[@]}")
-    checked_plain=$("$bench" http --json --concurrency "$concurrency" --duration-secs 2 --url "$plain")
-    checked_scrambled=$("$bench" http --json --concurrency "$concurrency" --duration-secs 2 --url "$scrambled")
+    checked_plain=$(load_for 2 --url "$plain")
+    checked_scrambled=$(load_for 2 --url "$scrambled")
     echo "== 8$name, alternating, 3 rounds, ${duration}s per run"
     printf "warm-up, every ID kept: plain %s IDs, %s duplicates; scrambled %s IDs, %s duplicates\n" \
       "$(echo "$checked_plain" | field '["ids"]')" "$(echo "$checked_plain" | field '["duplicates"]')" \
