@@ -92,7 +92,10 @@ impl Drop for Attack {
 }
 
 /// One of the attack's connections: open, send nothing, wait until the node closes it, open
-/// again; until `stop` changes or is dropped.
+/// again; until `stop` changes or is dropped. Counts in `opened` every connection the node
+/// accepted, including those it refused at once: a refusal resets the connection, often before
+/// this task polls its connect, which then fails with `ConnectionReset` (counting only successful
+/// connects left the count stuck at the share while the node refused thousands a second).
 async fn hold_one(target: SocketAddr, opened: Arc<AtomicUsize>, mut stop: watch::Receiver<bool>) {
     loop {
         let connected = async {
@@ -103,7 +106,13 @@ async fn hold_one(target: SocketAddr, opened: Arc<AtomicUsize>, mut stop: watch:
         let mut tcp = tokio::select! {
             connected = connected => match connected {
                 Ok(tcp) => tcp,
-                // Refused while the backlog is full: try again.
+                // Refused by the node (closed with a reset) before this task saw its connect
+                // complete: the node took it all the same, so it counts.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                    opened.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                // Anything else (a full backlog, say): try again.
                 Err(_) => continue,
             },
             _ = stop.changed() => return,
