@@ -72,6 +72,17 @@ start_cluster() {
   nodes="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
 }
 
+# nodes_cpu_secs: the CPU seconds (user + system) the nodes start_cluster started last have used.
+nodes_cpu_secs() {
+  local ticks=0 pid fields
+  for pid in "${cluster_pids[@]}"; do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command name's closing parenthesis.
+    fields=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null) || continue
+    ticks=$((ticks + $(awk '{print $12 + $13}' <<<"$fields")))
+  done
+  python3 -c "print(f'{$ticks / $(getconf CLK_TCK):.1f}')"
+}
+
 # stop_cluster NAME: stops the nodes start_cluster started last and frees their disk.
 stop_cluster() {
   local name=$1
@@ -89,7 +100,9 @@ for n in ${counts[@]+"${counts[@]}"}; do
   echo "== 3. $n time-sequence namespaces, $ids_per_second ID(s) per namespace per second on each of 3 nodes, $count per request, ${duration} s (fresh cluster)"
   start_cluster "ns$n"
   status=0
+  cpu_before=$(nodes_cpu_secs)
   "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --count "$count" --duration "$duration" --json >"$work/ns$n.json" || status=$?
+  cpu_after=$(nodes_cpu_secs)
   stop_cluster "ns$n"
   [ -s "$work/ns$n.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
   python3 - "$work/ns$n.json" <<'EOF'
@@ -112,6 +125,7 @@ slow = [f"{i}s {x['over_5ms']*100/x['sent']:.0f}%/{x['max_us']/1000:.0f}ms"
         for i, x in enumerate(r.get("seconds", [])) if x["sent"] and x["over_5ms"] * 100 > x["sent"]]
 print("seconds with > 1 % over 5 ms (share / max): " + (", ".join(slow) or "none"))
 EOF
+  echo "CPU of the three nodes during the run: $(python3 -c "print(f'{$cpu_after - $cpu_before:.1f}')") s"
   results+=("ns:$n:$work/ns$n.json")
 done
 
