@@ -17,17 +17,31 @@ use crate::Scan;
 const TOOL_ONLY_CRATES: [&str; 7] =
     ["rand", "rand_chacha", "futures", "hdrhistogram", "http-body-util", "base64", "fuser"];
 
-/// The service names none of the tools' crates in `[dependencies]`, and its `src/` holds no tool
-/// binary (they live in `tools/`).
+/// Tools' crates the service names only to give them the features the tools' build turns on, so
+/// that the README's release build and the chaos suite's make the same artifacts (root
+/// `Cargo.toml`). They are already linked (`rand_chacha` through openraft's `rand`); the service's
+/// code must not use them.
+const FEATURES_ONLY: [&str; 1] = ["rand_chacha"];
+
+/// The service names none of the tools' crates in `[dependencies]` (but [`FEATURES_ONLY`], which
+/// its code does not use), and its `src/` holds no tool binary (they live in `tools/`).
 pub fn service_links_no_tool(root: &Path) -> Scan {
     let mut scan = Scan::default();
     let text = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
     scan.read(&text);
     let manifest: toml::Table = toml::from_str(&text).unwrap_or_default();
     let deps = manifest.get("dependencies").and_then(|deps| deps.as_table()).cloned().unwrap_or_default();
+    let code = crate::rust_files(root, "src");
     for name in TOOL_ONLY_CRATES.into_iter().filter(|name| deps.contains_key(*name)) {
-        scan.violations
-            .push(format!("Cargo.toml: the service depends on the tools' crate {name}: move its users to tools/"));
+        if !FEATURES_ONLY.contains(&name) {
+            scan.violations
+                .push(format!("Cargo.toml: the service depends on the tools' crate {name}: move its users to tools/"));
+            continue;
+        }
+        let used = format!("{name}::");
+        for (path, _) in code.iter().filter(|(_, text)| text.contains(&used)) {
+            scan.violations.push(format!("{path}: uses {name}, which the service names for its features only"));
+        }
     }
     for dir in ["src/bin", "src/bench"] {
         if root.join(dir).exists() {

@@ -174,3 +174,15 @@ fn the_planted_foreign_reexport_is_named_and_own_reexports_pass() {
         ["src/lib.rs:2: re-exports the workspace crate leafraft_state: import it from there instead"]
     );
 }
+
+#[test]
+fn a_crate_named_for_its_features_only_passes_until_the_service_uses_it() {
+    let dir = checkout();
+    let manifest = format!("{WORKSPACE}\n[dependencies]\nrand_chacha = \"0.3\"\n");
+    write(dir.path(), "Cargo.toml", &manifest);
+    write(dir.path(), "src/lib.rs", "//! x\n");
+    assert_eq!(crate::manifests::service_links_no_tool(dir.path()).violations, Vec::<String>::new());
+    write(dir.path(), "src/ids.rs", "//! x\nfn f() { rand_chacha::ChaCha8Rng::from_entropy(); }\n");
+    let violations = crate::manifests::service_links_no_tool(dir.path()).violations;
+    assert_eq!(violations, ["src/ids.rs: uses rand_chacha, which the service names for its features only"]);
+}
