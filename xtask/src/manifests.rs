@@ -38,8 +38,9 @@ pub fn service_links_no_tool(root: &Path) -> Scan {
                 .push(format!("Cargo.toml: the service depends on the tools' crate {name}: move its users to tools/"));
             continue;
         }
-        let used = format!("{name}::");
-        for (path, _) in code.iter().filter(|(_, text)| text.contains(&used)) {
+        // A path through it, an import of it (`use rand_chacha as r;` too), or an extern crate.
+        let uses = [format!("{name}::"), format!("use {name}"), format!("crate {name}")];
+        for (path, _) in code.iter().filter(|(_, text)| uses.iter().any(|used| text.contains(used.as_str()))) {
             scan.violations.push(format!("{path}: uses {name}, which the service names for its features only"));
         }
     }

@@ -185,4 +185,7 @@ fn a_crate_named_for_its_features_only_passes_until_the_service_uses_it() {
     write(dir.path(), "src/ids.rs", "//! x\nfn f() { rand_chacha::ChaCha8Rng::from_entropy(); }\n");
     let violations = crate::manifests::service_links_no_tool(dir.path()).violations;
     assert_eq!(violations, ["src/ids.rs: uses rand_chacha, which the service names for its features only"]);
+    write(dir.path(), "src/ids.rs", "//! x\nuse rand_chacha as chacha;\n");
+    let violations = crate::manifests::service_links_no_tool(dir.path()).violations;
+    assert_eq!(violations, ["src/ids.rs: uses rand_chacha, which the service names for its features only"]);
 }
