@@ -68,6 +68,14 @@ impl<V> ShardedMap<V> {
         true
     }
 
+    /// Calls `f` with every value, one shard at a time, copying nothing: for walks that run
+    /// often over many values (a shard's insert copies it, so `f` sees the shard as it was).
+    pub fn for_each_value(&self, mut f: impl FnMut(&Arc<V>)) {
+        for shard in &self.shards {
+            shard.load().values().for_each(&mut f);
+        }
+    }
+
     /// Every value, held (so none is dropped while the caller reads them).
     pub fn values(&self) -> Vec<Arc<V>> {
         self.shards.iter().flat_map(|shard| shard.load().values().cloned().collect::<Vec<_>>()).collect()

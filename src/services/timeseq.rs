@@ -13,6 +13,10 @@
 //!    invariants 1 and 2 like any range; a request beyond the block takes one-second claims.
 
 mod claims;
+mod namespace;
+mod schedule;
+
+use namespace::NamespaceHolder;
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
@@ -22,7 +26,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use tokio::sync::Notify;
 
 use crate::clock::now_ms;
 use crate::clock::verdict::ClockCheck;
@@ -34,8 +37,6 @@ use crate::services::sharded_map::ShardedMap;
 use leafraft_ids::timeseq::Advance;
 use leafraft_ids::timeseq::Layout;
 use leafraft_ids::timeseq::Parts;
-use leafraft_ids::timeseq::RangeHolder;
-use leafraft_ids::timeseq::RangeSizer;
 use leafraft_ids::timeseq::Take;
 
 /// The largest `count` one request may ask for.
@@ -51,85 +52,6 @@ pub fn engine_layout(record: &leafraft_state::NamespaceRecord) -> Layout {
         utc_offset_s: record.utc_offset_s,
         shard_bits: record.shard_bits,
         seq_bits: record.seq_bits,
-    }
-}
-
-/// The window a node reserves a block in every second of, per namespace in use (at most
-/// `leafraft_state::timeseq::MAX_WINDOW_S`): the longest allowed, so a namespace in steady use
-/// costs one claim per node a minute; its cost is a block per second that may go unserved (a
-/// gap, in a space of 2^seq_bits per second), and a rate that changes is followed once a window.
-pub const WINDOW_S: u64 = leafraft_state::timeseq::MAX_WINDOW_S;
-
-/// One namespace's ranges on this node and what the service keeps beside them.
-struct NamespaceHolder {
-    name: String,
-    layout: Layout,
-    holder: RangeHolder,
-    sizer: RangeSizer,
-    /// Woken when a claim ends, successfully or not.
-    claimed: Notify,
-    /// The refusal of the last claim that failed, with the second it was for.
-    last_failure: Mutex<Option<(u64, Error)>>,
-    issued: AtomicU64,
-    /// Sequences taken from ranges, including those of requests that failed later: the demand
-    /// the rate (and so the claim size) follows, so that requests that never complete (each
-    /// waiting for more than a small claim brings) still grow the claims.
-    taken: AtomicU64,
-    /// Sequences that waiting requests still need beyond what is held: the next claim covers
-    /// them (up to the sizer's maximum) instead of the rate alone, so a cold namespace asked for
-    /// large batches does not crawl up in claims of the minimum size.
-    wanted: AtomicU64,
-    /// Sequences taken during the last full second (the claim size follows it) and the count at
-    /// the start of the current one.
-    last_second_ids: AtomicU64,
-    issued_at_second_start: AtomicU64,
-    /// The second the rate was last rolled at.
-    rate_second: Mutex<u64>,
-    /// `taken` when the last claim began, and when (Unix ms): the recent rate a claim is also
-    /// sized by.
-    taken_at_last_claim: AtomicU64,
-    last_claim_ms: AtomicU64,
-    /// Unix ms of the last request, so only namespaces in use are prefetched.
-    last_used_ms: AtomicU64,
-    /// The committed windows installed: every second of `[window_from, window_until)` holds a
-    /// block (0, 0: none). Contiguous windows extend it.
-    window_from: AtomicU64,
-    window_until: AtomicU64,
-    /// The block of the last window claimed (the growth and decay start from it).
-    window_block: AtomicU64,
-    /// The busiest second's sequences since the last window claim began.
-    window_peak: AtomicU64,
-    /// A window claim is in flight.
-    window_loading: std::sync::atomic::AtomicBool,
-    /// Unix ms before which no window claim is tried again after one failed.
-    window_retry_ms: AtomicU64,
-}
-
-impl NamespaceHolder {
-    fn new(name: &str, layout: Layout) -> NamespaceHolder {
-        NamespaceHolder {
-            name: name.to_string(),
-            layout,
-            holder: RangeHolder::new(),
-            sizer: RangeSizer::for_seq_bits(layout.seq_bits),
-            claimed: Notify::new(),
-            last_failure: Mutex::new(None),
-            issued: AtomicU64::new(0),
-            taken: AtomicU64::new(0),
-            wanted: AtomicU64::new(0),
-            last_second_ids: AtomicU64::new(0),
-            issued_at_second_start: AtomicU64::new(0),
-            rate_second: Mutex::new(0),
-            taken_at_last_claim: AtomicU64::new(0),
-            last_claim_ms: AtomicU64::new(0),
-            last_used_ms: AtomicU64::new(0),
-            window_from: AtomicU64::new(0),
-            window_until: AtomicU64::new(0),
-            window_block: AtomicU64::new(0),
-            window_peak: AtomicU64::new(0),
-            window_loading: std::sync::atomic::AtomicBool::new(false),
-            window_retry_ms: AtomicU64::new(0),
-        }
     }
 }
 
@@ -353,7 +275,7 @@ impl Timeseq {
         if let Some(ns) = self.holders.get(name) {
             return Ok(ns);
         }
-        let ns = Arc::new(NamespaceHolder::new(name, layout));
+        let ns = Arc::new(NamespaceHolder::new(name, layout, self.cluster.node_id()));
         self.holders.insert(name, ns.clone());
         Ok(ns)
     }

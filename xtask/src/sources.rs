@@ -166,6 +166,7 @@ pub fn engine_installers(root: &Path) -> Scan {
             "services/snowflakes/lease.rs",
             "services/timeseq.rs",
             "services/timeseq/claims.rs",
+            "services/timeseq/namespace.rs",
         ],
         "an engine fed outside the ID services",
     )

@@ -13,26 +13,15 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 use leafraft_ids::timeseq::SecondRange;
 
+use super::schedule::window_block;
+use super::schedule::WINDOW_AHEAD_MS;
+use super::schedule::WINDOW_S;
+
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
 
 /// A namespace not used for this long is not prefetched.
 const IDLE_MS: u64 = 3_000;
-
-/// How long before a window starts its claim is sent at the earliest: inside the look-ahead
-/// (10 s; the claim's own `now_ms` is read later still).
-const WINDOW_AHEAD_MS: u64 = 9_500;
-
-/// The span the renewals are spread over: each namespace renews at its own moment, a hash of its
-/// name, between `WINDOW_AHEAD_MS` and this much less before its window. Namespaces first used
-/// in the same second have windows that end in the same second, and renewing them all in one
-/// tick (30,000 claims at 10,000 namespaces on three nodes) slowed every request for seconds;
-/// the latest moment still leaves 5.5 s for a claim to commit before its window's first second.
-const WINDOW_SPREAD_MS: u64 = 4_000;
-
-/// The smallest block a window reserves per second (a namespace asked for one ID a second on
-/// this node gets a few: the request that finds the block used up takes a one-second claim).
-const MIN_WINDOW_BLOCK: u64 = 4;
 
 /// How long a node waits before it tries a window claim again after one failed.
 const WINDOW_RETRY_MS: u64 = 1_000;
@@ -131,11 +120,14 @@ impl Timeseq {
         let peak =
             ns.window_peak.swap(0, Ordering::Relaxed).max(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
         let block = window_block(ns.window_block.load(Ordering::Relaxed), peak, ns.sizer.max);
+        // A window right after the one held is a full one; any other is a first window.
+        let seconds =
+            if ns.window_until.load(Ordering::Relaxed) == first_second { WINDOW_S } else { ns.first_window_s };
         let now = now_ms();
         let claim = leafraft_state::Claim::TimeseqWindow {
             namespace: ns.name.clone(),
             first_second,
-            seconds: super::WINDOW_S,
+            seconds,
             count: block,
             now_ms: now,
         };
@@ -170,11 +162,17 @@ impl Timeseq {
     /// Runs until `stop` changes: copies the clock verdict, rolls the rates over each second and
     /// claims the next second's range for every namespace in use.
     pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut renewals_second = 0;
         loop {
             self.clock_refused.store(self.clock.refusal().map(Arc::new));
             let now = now_ms();
             let windows = self.windows_allowed();
-            for ns in &self.holders.values() {
+            // Renewals of held windows go out on one tick a second, together: a Raft entry costs
+            // the three nodes about 4 ms of CPU, and renewals spread over a window, sent on every
+            // tick, went out two entries a tick per node (20 a second for 220 claims), four times
+            // the CPU of the same claims in a few entries. A renewal has seconds to spare.
+            let renewals_due = std::mem::replace(&mut renewals_second, now / 1000) != now / 1000;
+            self.holders.for_each_value(|ns| {
                 roll_rate(ns, now);
                 let idle_ms = now.saturating_sub(ns.last_used_ms.load(Ordering::Relaxed));
                 let in_use = idle_ms < IDLE_MS;
@@ -183,18 +181,18 @@ impl Timeseq {
                     // The next window: right after the one held, or from the next second when
                     // none is held (a namespace's first use, or used again after a pause).
                     let first = ns.window_until.load(Ordering::Relaxed).max(next_second);
-                    let continues = first > next_second && idle_ms < super::WINDOW_S * 1000;
+                    let continues = first > next_second && idle_ms < WINDOW_S * 1000;
                     let due = first * 1000 <= now + WINDOW_AHEAD_MS
-                        && first * 1000 <= now + renewal_ahead_ms(&ns.name)
+                        && first * 1000 <= now + ns.renewal_ahead_ms
                         && now >= ns.window_retry_ms.load(Ordering::Relaxed)
-                        && (in_use || continues);
+                        && if continues { renewals_due } else { in_use };
                     if due {
                         self.start_window_claim(ns, first);
                     }
                     // Nor a one-second prefetch while a window claim (which covers the next
                     // second whenever none is held) is in flight.
                     if ns.window_covers(next_second) || ns.window_loading.load(Ordering::Acquire) {
-                        continue;
+                        return;
                     }
                 }
                 // From the start of the second before (the first tick in it), so that a node's
@@ -204,7 +202,7 @@ impl Timeseq {
                 if in_use && ns.holder.held_for(next_second) == 0 {
                     self.start_claim(ns, next_second);
                 }
-            }
+            });
             tokio::select! {
                 _ = stop.changed() => break,
                 _ = tokio::time::sleep(TICK) => {}
@@ -227,30 +225,6 @@ impl NamespaceHolder {
         !self.window_covers(second)
             || self.last_second_ids.load(Ordering::Relaxed) > self.window_block.load(Ordering::Relaxed)
     }
-}
-
-/// How long before its next window `namespace` renews: between `WINDOW_AHEAD_MS` and
-/// `WINDOW_SPREAD_MS` less, fixed per name (CRC-32 of it; only timing depends on it).
-fn renewal_ahead_ms(namespace: &str) -> u64 {
-    WINDOW_AHEAD_MS - u64::from(crc32fast::hash(namespace.as_bytes())) % WINDOW_SPREAD_MS
-}
-
-/// The block of the next window: Leaf's dynamic step over windows. It starts at the busiest
-/// second since the last window claim plus half, rounded up to a power of two; grows at once
-/// (at least doubling) when that is more than the last block, shrinks by half only when it is
-/// below a quarter of it; between `MIN_WINDOW_BLOCK` and `max`.
-fn window_block(last_block: u64, peak: u64, max: u64) -> u64 {
-    let wanted = peak.saturating_add(peak / 2).max(MIN_WINDOW_BLOCK).next_power_of_two();
-    let block = if last_block == 0 {
-        wanted
-    } else if wanted > last_block {
-        wanted.max(last_block.saturating_mul(2))
-    } else if wanted.saturating_mul(4) <= last_block {
-        last_block / 2
-    } else {
-        last_block
-    };
-    block.clamp(MIN_WINDOW_BLOCK.min(max), max)
 }
 
 /// A claim of `second` committed: an earlier refusal up to that second no longer holds (a
@@ -286,16 +260,18 @@ fn rate(ns: &NamespaceHolder, now: u64) -> u64 {
 /// follow.
 fn roll_rate(ns: &NamespaceHolder, now: u64) {
     let second = now / 1000;
-    let mut last = ns.rate_second.lock().unwrap_or_else(|p| p.into_inner());
-    if *last != second {
-        let issued = ns.taken.load(Ordering::Relaxed);
-        let previous = ns.issued_at_second_start.swap(issued, Ordering::Relaxed);
-        let elapsed_s = second.saturating_sub(*last).max(1);
-        let ids = issued.saturating_sub(previous) / elapsed_s;
-        ns.last_second_ids.store(ids, Ordering::Relaxed);
-        ns.window_peak.fetch_max(ids, Ordering::Relaxed);
-        *last = second;
+    // One load on most ticks (nine in ten): the roll itself happens once a second, by whoever
+    // moves the mark.
+    let last = ns.rate_second.load(Ordering::Relaxed);
+    if last == second || ns.rate_second.compare_exchange(last, second, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+        return;
     }
+    let issued = ns.taken.load(Ordering::Relaxed);
+    let previous = ns.issued_at_second_start.swap(issued, Ordering::Relaxed);
+    let elapsed_s = second.saturating_sub(last).max(1);
+    let ids = issued.saturating_sub(previous) / elapsed_s;
+    ns.last_second_ids.store(ids, Ordering::Relaxed);
+    ns.window_peak.fetch_max(ids, Ordering::Relaxed);
 }
 
 #[cfg(test)]
@@ -304,7 +280,7 @@ mod tests {
     use leafraft_ids::timeseq::Layout;
 
     fn namespace() -> NamespaceHolder {
-        NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 })
+        NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 }, 1)
     }
 
     /// After a minute of idling, the last full second served nothing; the second claim of a
@@ -319,35 +295,6 @@ mod tests {
         assert_eq!(ns.sizer.size(20_000), 5_000);
         ns.taken.fetch_add(5, Ordering::Relaxed);
         assert_eq!(rate(&ns, 60_021), 500, "a few sequences within the shortest window count over 10 ms");
-    }
-
-    #[test]
-    fn window_blocks_grow_at_once_and_decay_by_halves() {
-        let max = 32_768;
-        assert_eq!(window_block(0, 0, max), MIN_WINDOW_BLOCK, "a first window knows little");
-        assert_eq!(window_block(0, 1, max), 4);
-        assert_eq!(window_block(0, 100, max), 256);
-        assert_eq!(window_block(4, 3, max), 4, "3 and half of it fit in 4");
-        assert_eq!(window_block(4, 4, max), 8, "grows at least twofold");
-        assert_eq!(window_block(8, 100, max), 256);
-        assert_eq!(window_block(256, 120, max), 256, "kept while above a quarter");
-        assert_eq!(window_block(256, 20, max), 128, "halves once the need is a quarter");
-        assert_eq!(window_block(4, 0, max), 4, "never below the minimum");
-        assert_eq!(window_block(0, 1_000_000, max), max);
-        assert_eq!(window_block(1, 0, 1), 1, "a namespace of one sequence a second");
-    }
-
-    #[test]
-    fn renewals_are_spread_over_the_span_by_name() {
-        let moments: Vec<u64> = (0..1000).map(|i| renewal_ahead_ms(&format!("ns-{i:05}"))).collect();
-        assert!(moments.iter().all(|ms| (WINDOW_AHEAD_MS - WINDOW_SPREAD_MS..=WINDOW_AHEAD_MS).contains(ms)));
-        // Spread: each of the span's eight half-seconds holds some of them, none most.
-        let mut per_slot = [0usize; 8];
-        for ms in &moments {
-            per_slot[((WINDOW_AHEAD_MS - ms) / 500).min(7) as usize] += 1;
-        }
-        assert!(per_slot.iter().all(|n| (60..=190).contains(n)), "{per_slot:?}");
-        assert_eq!(renewal_ahead_ms("orders"), renewal_ahead_ms("orders"), "fixed per name");
     }
 
     /// A busy last second keeps claims large through a quiet moment.
