@@ -20,9 +20,12 @@
 # a second); a summary follows at the end. With --tail, scripts/bench-tail.sh (acceptance 6) runs
 # after them.
 # Usage: scripts/bench-batching.sh [--namespaces N[,N...]] [--ids-per-second R] [--count K] [--tags N]
-#        [--duration S] [--tail]
+#        [--duration S] [--with-floor] [--tail]
 #   e.g. a quick check: scripts/bench-batching.sh --namespaces 30,300 --duration 10 --tags 3000
 #   --namespaces '' or --tags 0 leaves that scenario out.
+#   --with-floor runs, before each namespaces row, its floor on a fresh cluster: one namespace asked
+#      as often as all of the row's together (`--namespaces 1 --ids-per-second N x R`), so the row
+#      and the floor it is compared with share the run's hour; the summary gives both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +35,7 @@ count=1
 tags=100000
 duration=60
 tail_too=0
+with_floor=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --namespaces) namespace_counts=$2; shift 2 ;;
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
     --tags) tags=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --tail) tail_too=1; shift ;;
+    --with-floor) with_floor=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -96,16 +101,18 @@ results=()
 
 counts=()
 IFS=, read -r -a counts <<<"$namespace_counts"
-for n in ${counts[@]+"${counts[@]}"}; do
+# namespaces_row N R: N namespaces, each asked R times a second on each node.
+namespaces_row() {
+  local n=$1 ids_per_second=$2
   echo "== 3. $n time-sequence namespaces, $ids_per_second ID(s) per namespace per second on each of 3 nodes, $count per request, ${duration} s (fresh cluster)"
-  start_cluster "ns$n"
+  start_cluster "ns${n}x${ids_per_second}"
   status=0
   cpu_before=$(nodes_cpu_secs)
-  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --count "$count" --duration "$duration" --json >"$work/ns$n.json" || status=$?
+  "$bench" namespaces --nodes "$nodes" --namespaces "$n" --ids-per-second "$ids_per_second" --count "$count" --duration "$duration" --json >"$work/ns${n}x${ids_per_second}.json" || status=$?
   cpu_after=$(nodes_cpu_secs)
-  stop_cluster "ns$n"
-  [ -s "$work/ns$n.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
-  python3 - "$work/ns$n.json" <<'EOF'
+  stop_cluster "ns${n}x${ids_per_second}"
+  [ -s "$work/ns${n}x${ids_per_second}.json" ] || { echo "the namespaces run at $n printed no report (exit $status)" >&2; exit 1; }
+  python3 - "$work/ns${n}x${ids_per_second}.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 l, s, c = r["latency"], r["settled_latency"], r["commits"]
@@ -126,7 +133,11 @@ slow = [f"{i}s {x['over_5ms']*100/x['sent']:.0f}%/{x['max_us']/1000:.0f}ms"
 print("seconds with > 1 % over 5 ms (share / max): " + (", ".join(slow) or "none"))
 EOF
   echo "CPU of the three nodes during the run: $(python3 -c "print(f'{$cpu_after - $cpu_before:.1f}')") s"
-  results+=("ns:$n:$work/ns$n.json")
+  results+=("ns:$n:$work/ns${n}x${ids_per_second}.json")
+}
+for n in ${counts[@]+"${counts[@]}"}; do
+  if [ "$with_floor" = 1 ] && [ "$n" != 1 ]; then namespaces_row 1 $((n * ids_per_second)); fi
+  namespaces_row "$n" "$ids_per_second"
 done
 
 first_ids_section() {
@@ -182,9 +193,10 @@ for arg in sys.argv[1:]:
         s = r["settled_latency"]
         ok = r["failed"] == 0 and r["latency"]["p99_us"] <= 5000
         rate = f" x {r['ids_per_second']}/s" if r.get("ids_per_second", 1) != 1 else ""
+        claims = f"{r['claims'] * 100 / max(r['answered'], 1):.1f} %"
         print(f"namespaces {int(n):>7}{rate}: answered {r['answered']}/{r['due']}, p99 {r['latency']['p99_us']/1000:.2f} ms "
-              f"(settled {s['p99_us']/1000:.2f} ms), {c['per_sec']:.0f} entries/s  [{'meets' if ok else 'misses'} "
-              f"'every request answered, p99 <= 5 ms']")
+              f"(settled {s['p99_us']/1000:.2f} ms), {c['per_sec']:.0f} entries/s, claims {claims} of answers  "
+              f"[{'meets' if ok else 'misses'} 'every request answered, p99 <= 5 ms']")
     else:
         ok = r["failed"] == 0 and r["total_secs"] <= 30
         print(f"first IDs  {int(n):>7}: answered {r['answered']}/{r['tags']} in {r['total_secs']:.1f} s, "

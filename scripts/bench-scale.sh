@@ -66,8 +66,9 @@ start 2
 wait_ready "$follower"
 echo "restart to ready (node 2 killed with SIGKILL, restarted on its disk): $(since "$t0") s (bar < 2 s)"
 
-# Pad the log past the purge point (a snapshot every 1,000 entries, 1,000 kept behind it), so the
-# learner cannot replay from the first entry and must install a snapshot of all the tags.
+# Pad the log past the purge point (a snapshot every 1,125 to 1,375 entries on nodes 1-3, 1,000 kept
+# behind it), so the learner cannot replay from the first entry and must install a snapshot of all
+# the tags.
 t0=$(now)
 seq 1 2400 | xargs -P 16 -I{} curl -s -o /dev/null -X POST -H 'content-type: application/json' \
   -d '{"tag":"pad-{}","step":1000}' "$server/v1/tags"

@@ -235,3 +235,14 @@ fn connections_have_timeouts_and_a_cap_unless_set() {
     assert_eq!(Config::resolve(file).unwrap().connections.max_connections_per_source, Some(7));
     assert!(Config::resolve(layers(|l| l.max_connections_per_source = Some(0))).is_err());
 }
+
+#[test]
+fn members_snapshot_at_different_indexes() {
+    let intervals: Vec<u64> = (1..=5).map(super::snapshot_interval).collect();
+    let distinct: std::collections::BTreeSet<u64> = intervals.iter().copied().collect();
+    assert_eq!(distinct.len(), intervals.len(), "{intervals:?}");
+    assert!(intervals.iter().all(|n| (1000..2000).contains(n)), "{intervals:?}");
+    let config = Config::resolve(layers(|l| l.node_id = Some(2))).unwrap();
+    let policy = config.raft_config().unwrap().snapshot_policy;
+    assert_eq!(policy, openraft::SnapshotPolicy::LogsSinceLast(super::snapshot_interval(2)));
+}

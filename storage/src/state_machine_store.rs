@@ -16,6 +16,7 @@
 //! `last_applied` out of step. The current snapshot lives in the same keyspace for the same reason.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::io::Cursor;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
@@ -98,7 +99,7 @@ struct Shared {
 /// Builds a snapshot of the state as it was when the builder was made, while applies go on.
 pub struct SnapshotBuilder {
     shared: Arc<Shared>,
-    state: IdStateMachine,
+    state: Arc<IdStateMachine>,
     seq: u64,
 }
 
@@ -494,6 +495,24 @@ impl Shared {
         Ok(Some((record, data)))
     }
 
+    /// Encodes `state` as snapshot number `seq` and stores it unless a newer one is stored; not
+    /// yet synced. Blocking.
+    fn store_snapshot_of(&self, state: &IdStateMachine, seq: u64) -> Result<(typ::SnapshotMeta, Vec<u8>, bool), Error> {
+        let data = codec::encode_snapshot(state)?;
+        let snapshot_id = match &state.last_applied {
+            Some(log_id) => format!("{}-{}-{}", log_id.leader_id.term, log_id.index, seq),
+            None => format!("none-{seq}"),
+        };
+        let meta = typ::SnapshotMeta {
+            last_log_id: state.last_applied,
+            last_membership: state.membership.clone(),
+            snapshot_id,
+        };
+        let record = SnapshotRecord::new(meta.clone(), seq, &data)?;
+        let stored = self.store_built_snapshot(&record, &data)?;
+        Ok((meta, data, stored))
+    }
+
     /// Stores a built snapshot unless a newer one is already stored (an install or a later build
     /// that finished first). Returns whether it was stored.
     fn store_built_snapshot(&self, record: &SnapshotRecord, data: &[u8]) -> Result<bool, Error> {
@@ -516,18 +535,13 @@ impl Shared {
 
 impl SnapshotBuilder {
     async fn build(&self) -> Result<typ::Snapshot, Error> {
-        let data = codec::encode_snapshot(&self.state)?;
-        let snapshot_id = match &self.state.last_applied {
-            Some(log_id) => format!("{}-{}-{}", log_id.leader_id.term, log_id.index, self.seq),
-            None => format!("none-{}", self.seq),
-        };
-        let meta = typ::SnapshotMeta {
-            last_log_id: self.state.last_applied,
-            last_membership: self.state.membership.clone(),
-            snapshot_id,
-        };
-        let record = SnapshotRecord::new(meta.clone(), self.seq, &data)?;
-        let stored = self.shared.store_built_snapshot(&record, &data)?;
+        // Encoding and storing the snapshot of a large registry (10,000 namespaces: 2 MB) takes
+        // tens of milliseconds of CPU: a blocking thread does it, so that the runtime's workers
+        // go on answering requests and Raft messages meanwhile.
+        let (shared, state, seq) = (Arc::clone(&self.shared), Arc::clone(&self.state), self.seq);
+        let (meta, data, stored) = tokio::task::spawn_blocking(move || shared.store_snapshot_of(&state, seq))
+            .await
+            .map_err(|e| Error::Engine(io::Error::other(e).into()))??;
         self.shared.engine.sync().await?;
         info!(
             index = meta.last_log_id.map(|id| id.index),
@@ -564,7 +578,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        let state = self.read(IdStateMachine::clone);
+        let state = Arc::new(self.read(IdStateMachine::clone));
         let seq = self.shared.next_snapshot_seq.fetch_add(1, Ordering::SeqCst);
         SnapshotBuilder { shared: Arc::clone(&self.shared), state, seq }
     }
