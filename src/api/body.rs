@@ -80,37 +80,72 @@ pub struct CountParams {
 /// `count` in a query string: an integer from 1 to [`MAX_COUNT`], said so when it is not one
 /// (instead of "invalid digit found in string"). The range itself is checked where it is used.
 pub fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    integer(deserializer, &format!("count must be an integer from 1 to {MAX_COUNT}"))
+    integer(deserializer, || format!("count must be an integer from 1 to {MAX_COUNT}"))
 }
 
 /// `step` in a tag's body: an integer from 1 to `leafraft_state::tag::MAX_STEP` (not "expected u64").
 pub fn step<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    integer(deserializer, &format!("step must be an integer from 1 to {}", leafraft_state::tag::MAX_STEP))
+    integer(deserializer, || format!("step must be an integer from 1 to {}", leafraft_state::tag::MAX_STEP))
 }
 
 /// `shard` in a time-sequence request: 0 to 2^shard_bits − 1 of the namespace.
 pub fn shard<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    integer(deserializer, "shard must be an integer from 0 to 2^shard_bits - 1 (4095 with the default 12 bits)")
+    integer(deserializer, || {
+        "shard must be an integer from 0 to 2^shard_bits - 1 (4095 with the default 12 bits)".into()
+    })
 }
 
 /// A non-negative integer given as a number (JSON) or as text (a query string); anything else
-/// fails with `allowed` and what was given.
-fn integer<'de, D: Deserializer<'de>>(deserializer: D, allowed: &str) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Given {
-        Unsigned(u64),
-        Signed(i64),
-        Float(f64),
-        Text(String),
+/// fails with `allowed` and what was given. A visitor, not an untagged enum: that buffered each
+/// value and formatted an error for every variant tried, several allocations on every ID request
+/// for its `count` or `shard`; `allowed` is only written out for a refusal.
+fn integer<'de, D: Deserializer<'de>>(deserializer: D, allowed: fn() -> String) -> Result<Option<u64>, D::Error> {
+    deserializer.deserialize_option(Integer { allowed })
+}
+
+struct Integer {
+    allowed: fn() -> String,
+}
+
+impl Integer {
+    fn fail<E: serde::de::Error>(&self, given: impl std::fmt::Display) -> E {
+        E::custom(format!("{}, got {given}", (self.allowed)()))
     }
-    let fail = |given: String| serde::de::Error::custom(format!("{allowed}, got {given}"));
-    match Option::<Given>::deserialize(deserializer)? {
-        None => Ok(None),
-        Some(Given::Unsigned(n)) => Ok(Some(n)),
-        Some(Given::Signed(n)) => Err(fail(n.to_string())),
-        Some(Given::Float(n)) => Err(fail(n.to_string())),
-        Some(Given::Text(text)) => text.trim().parse::<u64>().map(Some).map_err(|_| fail(format!("{text:?}"))),
+}
+
+impl<'de> serde::de::Visitor<'de> for Integer {
+    type Value = Option<u64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(&(self.allowed)())
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<u64>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Option<u64>, E> {
+        Ok(Some(n))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Option<u64>, E> {
+        u64::try_from(n).map(Some).map_err(|_| self.fail(n))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Option<u64>, E> {
+        Err(self.fail(n))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Option<u64>, E> {
+        text.trim().parse::<u64>().map(Some).map_err(|_| self.fail(format_args!("{text:?}")))
     }
 }
 
@@ -208,6 +243,15 @@ mod tests {
         assert!(message.starts_with("step must be an integer from 1 to 10000000, got -5"), "{message}");
         assert!(body(r#"{"step":"x"}"#).unwrap_err().to_string().starts_with("step must be an integer"));
         assert!(body(r#"{"step":1.5}"#).unwrap_err().to_string().contains("got 1.5"));
+        assert_eq!(body(r#"{"step":null}"#).unwrap().step, None);
+        assert_eq!(body(r#"{"step":" 12 "}"#).unwrap().step, Some(12), "text is trimmed");
+        assert_eq!(query("count=%2012").unwrap().count, Some(12));
+        assert_eq!(body(&format!(r#"{{"step":{}}}"#, u64::MAX)).unwrap().step, Some(u64::MAX));
+        assert!(body(r#"{"step":18446744073709551616}"#).unwrap_err().to_string().starts_with("step must be"));
+        for other in [r#"{"step":true}"#, r#"{"step":[1]}"#, r#"{"step":{"n":1}}"#] {
+            let message = body(other).unwrap_err().to_string();
+            assert!(message.contains("expected step must be an integer from 1 to 10000000"), "{other}: {message}");
+        }
     }
 
     #[test]
