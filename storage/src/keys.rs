@@ -32,10 +32,12 @@ pub const TIMESEQ: &[u8] = b"timeseq";
 pub const TIMESEQ_CLOCK: &[u8] = b"timeseq/clock";
 pub const TIMESEQ_NAMESPACE_PREFIX: &[u8] = b"timeseq/ns/";
 pub const TIMESEQ_SECOND_PREFIX: &[u8] = b"timeseq/seq/";
-/// `timeseq/win/<last second><name>` → the namespace's window blocks ending at that second, as
-/// first second → highest end (`BTreeMap<u64, u64>`). Written in either layout (window claims
-/// exist only from `Version::CLAIM_BATCHES` on); the last second first and big-endian, so the
-/// windows forgotten below a horizon are one range at the start of the prefix.
+/// `timeseq/win/<last second><record>` → window blocks, as (namespace, last second, first second,
+/// highest end): those one apply changed (the record is its last entry's log index; the last
+/// second the latest of them), or in an install those ending at that second (record 0). Written
+/// in either layout (window claims exist only from `Version::CLAIM_BATCHES` on); the last second
+/// first and big-endian, so the records forgotten below a horizon are one range at the start of
+/// the prefix.
 pub const TIMESEQ_WINDOW_PREFIX: &[u8] = b"timeseq/win/";
 /// The cluster version (`leafraft_state::Version`), present once raised past the baseline (0.1.0, whose
 /// binary ignores this key with a warning).
@@ -99,8 +101,8 @@ pub fn timeseq_second(key: &[u8]) -> Option<(u64, u8)> {
     }
 }
 
-pub fn timeseq_window_key(last_second: u64, name: &str) -> Vec<u8> {
-    [TIMESEQ_WINDOW_PREFIX, &last_second.to_be_bytes(), name.as_bytes()].concat()
+pub fn timeseq_window_key(last_second: u64, record: u64) -> Vec<u8> {
+    [TIMESEQ_WINDOW_PREFIX, &last_second.to_be_bytes(), &record.to_be_bytes()].concat()
 }
 
 /// The first window key of `last_second`: every window ending earlier sorts below it.
@@ -108,11 +110,12 @@ pub fn timeseq_window_start(last_second: u64) -> Vec<u8> {
     [TIMESEQ_WINDOW_PREFIX, &last_second.to_be_bytes()].concat()
 }
 
-/// The (last second, namespace) of a `timeseq/win/...` key, `None` for any other key.
-pub fn timeseq_window(key: &[u8]) -> Option<(u64, &str)> {
+/// The (last second, record) of a `timeseq/win/...` key, `None` for any other key.
+pub fn timeseq_window(key: &[u8]) -> Option<(u64, u64)> {
     let rest = key.strip_prefix(TIMESEQ_WINDOW_PREFIX)?;
-    let (last, name) = rest.split_first_chunk::<8>()?;
-    Some((u64::from_be_bytes(*last), std::str::from_utf8(name).ok()?))
+    let (last, record) = rest.split_first_chunk::<8>()?;
+    let record: [u8; 8] = record.try_into().ok()?;
+    Some((u64::from_be_bytes(*last), u64::from_be_bytes(record)))
 }
 
 /// Chunk `n` of the current snapshot's data; big-endian so chunks scan in order.

@@ -8,7 +8,7 @@
 //! - the time-sequence registry (once used): `timeseq` → the whole registry until the cluster
 //!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
 //!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`); and the window
-//!   blocks, `timeseq/win/<last second><name>`, in either layout;
+//!   blocks, `timeseq/win/<last second><record>`, in either layout;
 //! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
@@ -205,7 +205,9 @@ impl StateMachineStore {
                 }
                 timeseq::put_split(&state.timeseq, &mut batch)?;
             } else {
-                changes.timeseq.write(&state.timeseq, split, &self.shared.engine, &mut batch)?;
+                // The index of the batch's last entry numbers its record of windows.
+                let record = state.last_applied.map_or(0, |id| id.index);
+                changes.timeseq.write(&state.timeseq, split, record, &self.shared.engine, &mut batch)?;
             }
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);

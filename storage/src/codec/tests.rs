@@ -23,8 +23,8 @@
 //! `ClaimBatch` and then `ReleaseBatch` to `Request` and `Batch` to `Response`, and stores the time-sequence registry
 //! split into v2 values of its own once the cluster version reaches 0.3.0 (`timeseq_split_values`;
 //! the whole registry's literal is unchanged). Then it appended `TimeseqWindow` to `Claim`
-//! (inside `ClaimBatch` only) and to `Response`, the window blocks as v2 values of their own
-//! (`timeseq/win/...`, `timeseq_window_values`), and the window blocks to the version-3 snapshot
+//! (inside `ClaimBatch` only) and to `Response`, the window blocks as v2 records of their own
+//! (`timeseq/win/...`, `timeseq_window_records`), and the window blocks to the version-3 snapshot
 //! after the cluster version (`snapshot_data_with_a_cluster_version`).
 
 use std::fmt::Debug;
@@ -45,8 +45,9 @@ use crate::fixtures::*;
 use crate::state_machine_store::timeseq::shard_of;
 use crate::state_machine_store::timeseq::ShardValue;
 use crate::state_machine_store::timeseq::SortedShard;
+use crate::state_machine_store::timeseq::StoredWindow;
 use crate::state_machine_store::timeseq::TimeseqClock;
-use crate::state_machine_store::timeseq::WindowValue;
+use crate::state_machine_store::timeseq::WindowRecord;
 use crate::state_machine_store::SnapshotRecord;
 use std::collections::BTreeMap;
 
@@ -335,16 +336,22 @@ fn timeseq_split_values() {
     assert_eq!(shards, [18, 46, 3, 0]);
 }
 
-/// The window blocks (from cluster version 0.3.0): `timeseq/win/<last second><name>` → first
-/// second → highest end; the key in `keys::tests::fixed_keys`.
+/// The window blocks (from cluster version 0.3.0): `timeseq/win/<last second><record>` → the
+/// (namespace, last second, first second, highest end) of each window an apply named; the key in
+/// `keys::tests::fixed_keys`. Written from borrowed names, read back as owned ones: the same bytes.
 #[test]
-fn timeseq_window_values() {
-    let value = WindowValue::from([(1_700_000_000, 16), (1_700_000_030, 4)]);
-    golden(
-        "window blocks of one last second",
-        &value,
-        "02020000000000000000f153650000000010000000000000001ef15365000000000400000000000000",
+fn timeseq_window_records() {
+    let record: WindowRecord =
+        vec![("orders".into(), 1_700_000_059, 1_700_000_000, 16), ("orders".into(), 1_700_000_089, 1_700_000_030, 4)];
+    let expected = concat!(
+        "020200000000000000",
+        "06000000000000006f72646572733bf153650000000000f15365000000001000000000000000",
+        "06000000000000006f726465727359f15365000000001ef15365000000000400000000000000",
     );
+    golden("a record of window blocks", &record, expected);
+    let borrowed: Vec<StoredWindow> =
+        record.iter().map(|(name, last, first, end)| (name.as_str(), *last, *first, *end)).collect();
+    assert_eq!(hex(&encode(&borrowed).expect("encode")), expected);
 }
 
 /// A window claim travels only inside a batch: its bytes there, and its answer's.

@@ -46,10 +46,11 @@ fn fixed_keys() {
     assert_eq!(timeseq_second(b"timeseq/seq/\0\0\0\0\0\0\0\x01\x02\x03"), None, "a shard is 1 byte");
     assert_eq!(timeseq_second(b"timeseq/clock"), None);
     assert_eq!(timeseq_namespace_name(b"timeseq/clock"), None);
-    assert_eq!(timeseq_window_key(0x0102, "orders"), b"timeseq/win/\0\0\0\0\0\0\x01\x02orders");
-    assert_eq!(timeseq_window(b"timeseq/win/\0\0\0\0\0\0\x01\x02orders"), Some((0x0102, "orders")));
+    assert_eq!(timeseq_window_key(0x0102, 0x0a0b), b"timeseq/win/\0\0\0\0\0\0\x01\x02\0\0\0\0\0\0\x0a\x0b");
+    assert_eq!(timeseq_window(b"timeseq/win/\0\0\0\0\0\0\x01\x02\0\0\0\0\0\0\x0a\x0b"), Some((0x0102, 0x0a0b)));
     assert_eq!(timeseq_window(b"timeseq/win/\0\0\x01"), None, "a last second is 8 bytes");
-    assert_eq!(timeseq_window(b"timeseq/seq/\0\0\0\0\0\0\x01\x02orders"), None);
-    assert!(timeseq_window_start(0x0102) <= timeseq_window_key(0x0102, ""));
-    assert!(timeseq_window_key(0x0101, "zzz") < timeseq_window_start(0x0102));
+    assert_eq!(timeseq_window(b"timeseq/win/\0\0\0\0\0\0\x01\x02orders"), None, "a record is 8 bytes");
+    assert_eq!(timeseq_window(b"timeseq/seq/\0\0\0\0\0\0\x01\x02\0\0\0\0\0\0\x0a\x0b"), None);
+    assert!(timeseq_window_start(0x0102) <= timeseq_window_key(0x0102, 0));
+    assert!(timeseq_window_key(0x0101, u64::MAX) < timeseq_window_start(0x0102));
 }

@@ -20,9 +20,15 @@
 //! Both layouts are read on open, never both at once.
 //!
 //! Window blocks (`TimeseqRegistry::windows`, a field the registry's own encoding skips) are kept
-//! in either layout as `timeseq/win/<last second><name>` → first second → highest end: an apply
-//! rewrites the keys of the windows its claims named and removes those forgotten as one key
-//! range, like the seconds.
+//! in either layout as records, `timeseq/win/<last second><record>` → (namespace, last second,
+//! first second, highest end) of each: an apply writes one record of the windows its claims
+//! named, keyed by the latest last second among them and its last entry's index, and removes the
+//! records forgotten as one key range, like the seconds. One key per apply, not per window: the
+//! first requests of 10,000 namespaces on three nodes are 30,000 window claims that every node
+//! applies, and one sled key each (inserted among the others, splitting and copying sled's
+//! nodes) was a fifth of the nodes' CPU while they lasted. A window appears in every record
+//! written since it was first claimed; read back, each keeps its highest end, and those below
+//! the horizon (in a record kept for a later window) are left out, as memory forgot them.
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -154,6 +160,7 @@ impl<'a> TimeseqChanges<'a> {
         &self,
         registry: &TimeseqRegistry,
         split: bool,
+        record: u64,
         engine: &Engine,
         batch: &mut Batch,
     ) -> Result<(), Error> {
@@ -162,12 +169,15 @@ impl<'a> TimeseqChanges<'a> {
         }
         let forgotten_below = registry.forgotten_below.horizon_s();
         // In either layout (a window claim needs a cluster version that splits, but nothing here
-        // relies on it): the windows of each (last second, namespace) a claim named...
+        // relies on it): one record of the windows of each (last second, namespace) a claim named...
+        let mut windows: Vec<StoredWindow> = Vec::new();
         for &(last, name) in self.windows.range((forgotten_below, "")..) {
-            let value = window_value(registry, name, last);
-            if !value.is_empty() {
-                batch.put(keys::timeseq_window_key(last, name), codec::encode(&value)?);
-            }
+            let Some(blocks) = registry.windows.get(name) else { continue };
+            let ending = blocks.range((last, 0)..=(last, u64::MAX));
+            windows.extend(ending.map(|(&(_, first), &end)| (name, last, first, end)));
+        }
+        if let Some(latest) = windows.iter().map(|&(_, last, _, _)| last).max() {
+            batch.put(keys::timeseq_window_key(latest, record), codec::encode(&windows)?);
         }
         // ... and the removal of those forgotten since `before`.
         if forgotten_below != self.forgotten_below_before {
@@ -228,28 +238,23 @@ impl<'a> TimeseqChanges<'a> {
     }
 }
 
-/// The stored value of a namespace's windows ending at `last`: first second → highest end.
-pub type WindowValue = BTreeMap<u64, u64>;
+/// One window in a stored record: (namespace, last second, first second, highest end).
+pub type StoredWindow<'a> = (&'a str, u64, u64, u64);
 
-fn window_value(registry: &TimeseqRegistry, name: &str, last: u64) -> WindowValue {
-    registry
-        .windows
-        .get(name)
-        .map(|blocks| blocks.range((last, 0)..=(last, u64::MAX)).map(|(&(_, first), &end)| (first, end)).collect())
-        .unwrap_or_default()
-}
+/// A stored record of windows, as read back (the same bytes as a `Vec<StoredWindow>`).
+pub type WindowRecord = Vec<(String, u64, u64, u64)>;
 
 /// Adds every window block of the registry to `batch` (the caller removed what the keyspace
-/// held): in either layout.
+/// held): in either layout, one record per last second, numbered 0 (no entry at index 0 claims).
 pub fn put_windows(registry: &TimeseqRegistry, batch: &mut Batch) -> Result<(), Error> {
+    let mut by_last: BTreeMap<u64, Vec<StoredWindow>> = BTreeMap::new();
     for (name, blocks) in &registry.windows {
-        let mut by_last: BTreeMap<u64, WindowValue> = BTreeMap::new();
         for (&(last, first), &end) in blocks {
-            by_last.entry(last).or_default().insert(first, end);
+            by_last.entry(last).or_default().push((name, last, first, end));
         }
-        for (last, value) in by_last {
-            batch.put(keys::timeseq_window_key(last, name), codec::encode(&value)?);
-        }
+    }
+    for (last, windows) in by_last {
+        batch.put(keys::timeseq_window_key(last, 0), codec::encode(&windows)?);
     }
     Ok(())
 }
@@ -371,10 +376,12 @@ impl TimeseqLoader {
         } else if let Some(name) = keys::timeseq_namespace_name(key) {
             let record = codec::decode(value).map_err(|e| ("time-sequence namespace", e.into()))?;
             self.split.namespaces.insert(name.to_string(), record);
-        } else if let Some((last, name)) = keys::timeseq_window(key) {
-            let value: WindowValue = codec::decode(value).map_err(|e| ("time-sequence window", e.into()))?;
-            let blocks = self.windows.entry(name.to_string()).or_default();
-            blocks.extend(value.into_iter().map(|(first, end)| ((last, first), end)));
+        } else if keys::timeseq_window(key).is_some() {
+            let record: WindowRecord = codec::decode(value).map_err(|e| ("time-sequence window", e.into()))?;
+            for (name, last, first, end) in record {
+                let top = self.windows.entry(name).or_default().entry((last, first)).or_insert(end);
+                *top = (*top).max(end);
+            }
             return Ok(true);
         } else if let Some((second, _)) = keys::timeseq_second(key) {
             let shard: ShardValue = codec::decode(value).map_err(|e| ("time-sequence second", e.into()))?;
@@ -406,7 +413,15 @@ impl TimeseqLoader {
             }
             (None, false) => Ok((TimeseqRegistry::default(), split_at(cluster_version))),
         }?;
-        registry.windows = windows;
+        // A record is kept while any of its windows is; memory forgot the others.
+        let horizon_s = registry.horizon_s();
+        registry.windows = windows
+            .into_iter()
+            .filter_map(|(name, mut blocks)| {
+                blocks.retain(|&(last, _), _| last >= horizon_s);
+                (!blocks.is_empty()).then_some((name, blocks))
+            })
+            .collect();
         Ok((registry, split))
     }
 }

@@ -39,8 +39,8 @@ fn registry_keys(sm: &StateMachineStore) -> Vec<String> {
         .scan_prefix(Keyspace::StateMachine, keys::TIMESEQ)
         .map(|kv| {
             let key = kv.expect("read").0;
-            if let Some((last, name)) = keys::timeseq_window(&key) {
-                return format!("timeseq/win/{last:x}/{name}");
+            if let Some((last, record)) = keys::timeseq_window(&key) {
+                return format!("timeseq/win/{last:x}/{record}");
             }
             match keys::timeseq_second(&key) {
                 Some((second, shard)) => format!("timeseq/seq/{second:x}/{shard}"),
@@ -395,4 +395,50 @@ fn a_shard_naming_a_namespace_twice_is_refused() {
     let unordered = codec::encode(&SortedShard(&[("b", 1), ("a", 2)])).expect("encode");
     let read: BorrowedShard = codec::decode_borrowed(&unordered).expect("decode");
     assert_eq!(read.0, vec![("a", 2), ("b", 1)]);
+}
+
+/// Window records are read back in key order (latest last second first), not in the order they
+/// were written: a window named again by a later apply, in a record keyed by an earlier last
+/// second, keeps its highest end, and a claim after the reopen starts above it.
+#[tokio::test]
+async fn a_window_raised_after_a_record_with_a_later_window_reads_back_at_its_highest_end() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let now_ms = T0_S * 1000;
+    let window = |name: &str, seconds| Claim::TimeseqWindow {
+        namespace: name.into(),
+        first_second: T0_S + 1,
+        seconds,
+        count: 10,
+        now_ms,
+    };
+    let batch = |claims| Request::ClaimBatch { claims };
+    let entries = [
+        normal(1, 1, create_namespace("a")),
+        normal(1, 2, create_namespace("b")),
+        normal(1, 3, raise_to_claim_batches()),
+    ];
+    sm.apply(entries).await.expect("apply");
+    let entries = [
+        // One record, keyed by b's last second: a's short window and b's long one.
+        normal(1, 4, batch(vec![window("a", 10), window("b", 60)])),
+    ];
+    sm.apply(entries).await.expect("apply");
+    // A record keyed by a's earlier last second, with a's window raised.
+    sm.apply([normal(1, 5, batch(vec![window("a", 10)]))]).await.expect("apply");
+    let keys = registry_keys(&sm);
+    let records: Vec<_> = keys.iter().filter(|key| key.starts_with("timeseq/win/")).collect();
+    assert_eq!(
+        records,
+        [&format!("timeseq/win/{:x}/5", T0_S + 10), &format!("timeseq/win/{:x}/4", T0_S + 60)],
+        "{keys:?}"
+    );
+    let mut read_back = reopened(&sm);
+    assert_eq!(read_back.read(Clone::clone), sm.read(Clone::clone), "the store differs from memory");
+    let answers = read_back.apply([normal(1, 6, batch(vec![window("a", 10)]))]).await.expect("apply");
+    assert_eq!(
+        answers,
+        [Response::Batch(vec![Response::TimeseqWindow { first_second: T0_S + 1, seconds: 10, start: 20, end: 30 }])],
+        "the third block of a's window starts above the two before the reopen"
+    );
 }
