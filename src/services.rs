@@ -55,6 +55,7 @@ impl IdServices {
         let clock = Arc::new(ClockCheck::new(cluster.clone(), snowflake.max_skew));
         let snowflakes = Arc::new(Snowflakes::new(cluster.clone(), snowflake, clock.clone()));
         let timeseq = Arc::new(Timeseq::new(cluster.clone(), claims.clone(), clock));
+        timeseq.watch_applied();
         IdServices { metrics, segments, monotonic, snowflakes, timeseq, claims }
     }
 

@@ -201,7 +201,7 @@ impl Cluster {
 
     /// The leader's commit index once it confirmed its leadership (`None`: nothing committed
     /// yet): every entry committed before the call lies at or below it.
-    pub(super) async fn read_index(&self) -> Result<Option<u64>, Error> {
+    pub async fn read_index(&self) -> Result<Option<u64>, Error> {
         match self.submit(Forwarded::ReadIndex, Resend::Allowed, self.write_timeout).await? {
             ForwardedReply::ReadIndex(index) => Ok(index),
             other => Err(Error::no_leader(format!("unexpected answer to a read index: {other:?}"))),

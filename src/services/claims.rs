@@ -132,7 +132,7 @@ impl ThroughRaft {
     async fn send_claims(&self, claims: Vec<Claim>) -> BatchAnswer<Response> {
         let count = claims.len();
         self.counters.claims.fetch_add(count as u64, Ordering::Relaxed);
-        let alone = count == 1 && !matches!(claims[0], Claim::TimeseqWindow { .. });
+        let alone = count == 1 && claims[0].request().is_some();
         if alone || !self.writer.batches_allowed() {
             return Ok(self.send_one_by_one(claims).await);
         }
@@ -182,6 +182,9 @@ fn encoded_len(claim: &Claim) -> usize {
         Claim::Segment { tag, .. } | Claim::Monotonic { tag, .. } => VARIANT + LEN + tag.len() + INT,
         Claim::Timeseq { namespace, .. } => VARIANT + LEN + namespace.len() + 3 * INT,
         Claim::TimeseqWindow { namespace, .. } => VARIANT + LEN + namespace.len() + 4 * INT,
+        Claim::TimeseqSharedWindow { namespace, blocks, .. } => {
+            VARIANT + LEN + namespace.len() + 3 * INT + LEN + blocks.len() * 2 * INT
+        }
     }
 }
 

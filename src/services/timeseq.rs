@@ -11,10 +11,18 @@
 //! 3. A request waits at most `MAX_WAIT` (one second) for a range, then fails clearly.
 //! 4. Window claims (`claims.rs`) install a block for each second of their window, served under
 //!    invariants 1 and 2 like any range; a request beyond the block takes one-second claims.
+//! 5. A shared window's block (`shared.rs`) is installed only by the member it names, from its
+//!    own apply of the entry, and only when the entry is past the fence this process learned:
+//!    no process serves a block an earlier process of the same member may have served.
 
 mod claims;
+mod fence;
 mod namespace;
 mod schedule;
+mod shared;
+
+pub use schedule::home_member;
+pub use schedule::window_phase;
 
 use namespace::NamespaceHolder;
 
@@ -59,8 +67,15 @@ pub fn engine_layout(record: &leafraft_state::NamespaceRecord) -> Layout {
 #[derive(Debug, Default)]
 pub struct TimeseqCounters {
     pub claims: AtomicU64,
-    /// Window claims committed (each a block in every second of a window).
+    /// Window claims committed (each a block in every second of a window), shared ones included.
     pub window_claims: AtomicU64,
+    /// Of those, claims this node sent as a namespace's home, a block for every member.
+    pub shared_window_claims: AtomicU64,
+    /// This node's blocks of shared windows, installed from its own apply (whoever claimed them).
+    pub shared_blocks_installed: AtomicU64,
+    /// This node's blocks of shared windows not served: their entry was committed before this
+    /// process began (applied again after a restart) or before it learned its fence.
+    pub shared_blocks_fenced: AtomicU64,
     pub waits: AtomicU64,
     pub exhausted_seconds: AtomicU64,
     pub refused_clocks: AtomicU64,
@@ -86,6 +101,8 @@ pub struct Timeseq {
     insert: Mutex<()>,
     /// The peer clock check's refusal, copied in by `maintain` so the hot path reads no lock.
     clock_refused: ArcSwapOption<Error>,
+    /// Entries at or below it serve no shared window block here (`shared.rs`).
+    fence: fence::Fence,
     pub counters: TimeseqCounters,
 }
 
@@ -102,6 +119,7 @@ impl Timeseq {
             holders: ShardedMap::default(),
             insert: Mutex::new(()),
             clock_refused: ArcSwapOption::from_pointee(unchecked),
+            fence: fence::Fence::unknown(),
             counters: TimeseqCounters::default(),
         }
     }
@@ -275,7 +293,7 @@ impl Timeseq {
         if let Some(ns) = self.holders.get(name) {
             return Ok(ns);
         }
-        let ns = Arc::new(NamespaceHolder::new(name, layout, self.cluster.node_id()));
+        let ns = Arc::new(NamespaceHolder::new(name, layout));
         self.holders.insert(name, ns.clone());
         Ok(ns)
     }
@@ -304,6 +322,9 @@ impl Timeseq {
         vec![
             ("claims", c.claims.load(Ordering::Relaxed)),
             ("window_claims", c.window_claims.load(Ordering::Relaxed)),
+            ("shared_window_claims", c.shared_window_claims.load(Ordering::Relaxed)),
+            ("shared_blocks_installed", c.shared_blocks_installed.load(Ordering::Relaxed)),
+            ("shared_blocks_fenced", c.shared_blocks_fenced.load(Ordering::Relaxed)),
             ("waits", c.waits.load(Ordering::Relaxed)),
             ("exhausted_seconds", c.exhausted_seconds.load(Ordering::Relaxed)),
             ("refused_clocks", c.refused_clocks.load(Ordering::Relaxed)),

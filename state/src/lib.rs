@@ -49,6 +49,7 @@ pub use request::Rejection;
 pub use request::Release;
 pub use request::Request;
 pub use request::Response;
+pub use request::SharedBlock;
 pub use snowflake::SnowflakeRegistry;
 pub use snowflake::WorkerLease;
 pub use state_machine::IdStateMachine;

@@ -135,6 +135,23 @@ pub enum Claim {
     /// kind of claim gave in any of them. `now_ms` is the claimer's clock, as in `Timeseq`.
     /// Answered with `Response::TimeseqWindow`. No command of its own: only in a batch.
     TimeseqWindow { namespace: String, first_second: u64, seconds: u64, count: u64, now_ms: u64 },
+    /// One window claim for each of several members: for every block of `blocks`, in order, the
+    /// `TimeseqWindow` claim of `block.count` sequences in the same window with the same `now_ms`,
+    /// judged on its own. Answered with `Response::Batch`, one answer per block in the same order.
+    /// A member serves its block from its own apply of this entry, never from the answer, and
+    /// only if the entry was committed after its process began (`src/services/timeseq/shared.rs`):
+    /// one claim serves every member of a namespace, and a restarted member never serves a
+    /// block again. At most `timeseq::MAX_SHARED_BLOCKS` blocks. Only inside a `ClaimBatch`.
+    TimeseqSharedWindow { namespace: String, first_second: u64, seconds: u64, now_ms: u64, blocks: Vec<SharedBlock> },
+}
+
+/// One member's block of a [`Claim::TimeseqSharedWindow`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedBlock {
+    /// The member that serves the block.
+    pub member: NodeId,
+    /// Sequences asked for in every second of the window.
+    pub count: u64,
 }
 
 impl Claim {
@@ -147,7 +164,7 @@ impl Claim {
             Claim::Timeseq { namespace, second, count, now_ms } => {
                 Some(Request::ClaimTimeseq { namespace, second, count, now_ms })
             }
-            Claim::TimeseqWindow { .. } => None,
+            Claim::TimeseqWindow { .. } | Claim::TimeseqSharedWindow { .. } => None,
         }
     }
 
@@ -155,7 +172,7 @@ impl Claim {
     pub fn tag(&self) -> Option<&str> {
         match self {
             Claim::Segment { tag, .. } | Claim::Monotonic { tag, .. } => Some(tag),
-            Claim::Timeseq { .. } | Claim::TimeseqWindow { .. } => None,
+            Claim::Timeseq { .. } | Claim::TimeseqWindow { .. } | Claim::TimeseqSharedWindow { .. } => None,
         }
     }
 }

@@ -212,6 +212,9 @@ impl IdStateMachine {
             Claim::TimeseqWindow { namespace, first_second, seconds, count, now_ms } => {
                 self.timeseq.claim_window(namespace, *first_second, *seconds, *count, *now_ms)
             }
+            Claim::TimeseqSharedWindow { namespace, first_second, seconds, now_ms, blocks } => {
+                self.timeseq.claim_shared_window(namespace, *first_second, *seconds, *now_ms, blocks)
+            }
         }
     }
 

@@ -18,6 +18,7 @@
 //!    given in it, and forgets a window once its last second is below the horizon. So no
 //!    (namespace, second, sequence) is in two claims of either kind, and the state grows with the
 //!    windows, not with their seconds.
+//! 6. A shared window claim is one window claim per block, in order: rule 5 holds for each.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +30,7 @@ pub use crate::records::LAST_WRITABLE_SECOND;
 pub use crate::records::MAX_UTC_OFFSET_S;
 use crate::request::Rejection;
 use crate::request::Response;
+use crate::request::SharedBlock;
 use crate::tag;
 
 /// How far behind the newest applied `now_ms` a second is still remembered (the original's
@@ -41,6 +43,9 @@ pub const LOOKAHEAD_MS: u64 = 10_000;
 
 /// The most seconds one window claim covers.
 pub const MAX_WINDOW_S: u64 = 60;
+
+/// The most blocks one shared window claim gives (one per member: a cluster has a handful).
+pub const MAX_SHARED_BLOCKS: usize = 16;
 
 /// One namespace's window blocks: per window `(last_second, first_second)`, the highest end of
 /// the blocks given in it (every block of the window lies below it). Ordered by the last second,
@@ -240,6 +245,28 @@ impl TimeseqRegistry {
             self.forget_below(horizon_s);
         }
         Response::TimeseqWindow { first_second, seconds, start, end }
+    }
+
+    /// One window claim per block, in order, each judged on its own (see
+    /// [`crate::Claim::TimeseqSharedWindow`]); a claim of no blocks, or of more than
+    /// `MAX_SHARED_BLOCKS`, is refused whole.
+    pub fn claim_shared_window(
+        &mut self,
+        name: &str,
+        first_second: u64,
+        seconds: u64,
+        now_ms: u64,
+        blocks: &[SharedBlock],
+    ) -> Response {
+        if blocks.is_empty() || blocks.len() > MAX_SHARED_BLOCKS {
+            return Response::Rejected(Rejection::InvalidArgument(format!(
+                "a shared window claim holds 1 to {MAX_SHARED_BLOCKS} blocks, got {}",
+                blocks.len()
+            )));
+        }
+        Response::Batch(
+            blocks.iter().map(|block| self.claim_window(name, first_second, seconds, block.count, now_ms)).collect(),
+        )
     }
 
     /// The highest end of the window blocks of `name` covering any second of

@@ -34,6 +34,7 @@ mod sync_latency;
 pub use codec::FORMAT_VERSION;
 pub use error::OpenError;
 pub use log_store::LogStore;
+pub use state_machine_store::AppliedWatcher;
 pub use state_machine_store::SnapshotBuilder;
 pub use state_machine_store::StateMachineStore;
 pub use sync_latency::sync_latency;

@@ -94,7 +94,13 @@ struct Shared {
     snapshot: Mutex<()>,
     next_snapshot_seq: AtomicU64,
     applied_at_open: Option<typ::LogId>,
+    /// Told of every request applied, after its apply is stored (`StateMachineStore::watch_applied`).
+    watcher: RwLock<Option<AppliedWatcher>>,
 }
+
+/// What `StateMachineStore::watch_applied` calls with each request applied: its log index, the
+/// request and its answer. Runs on Raft's apply task: it must not block.
+pub type AppliedWatcher = Arc<dyn Fn(u64, &Request, &Response) + Send + Sync>;
 
 /// Builds a snapshot of the state as it was when the builder was made, while applies go on.
 pub struct SnapshotBuilder {
@@ -162,8 +168,16 @@ impl StateMachineStore {
                 snapshot: Mutex::new(()),
                 next_snapshot_seq: AtomicU64::new(seq),
                 applied_at_open: last_applied,
+                watcher: RwLock::new(None),
             }),
         })
+    }
+
+    /// From now on, tells `watcher` of every request applied (replacing the watcher before, if
+    /// any): what a member serves from an entry applied rather than from its answer (a shared
+    /// window's block) learns of it here.
+    pub fn watch_applied(&self, watcher: AppliedWatcher) {
+        *self.shared.watcher.write().unwrap_or_else(PoisonError::into_inner) = Some(watcher);
     }
 
     /// Runs `f` on the current applied state.
@@ -220,6 +234,14 @@ impl StateMachineStore {
         if switched_to_split {
             self.shared.timeseq_split.store(true, Ordering::SeqCst);
             info!(%cluster_version, "time-sequence registry now stored one key per namespace and claimed second");
+        }
+        let watcher = self.shared.watcher.read().unwrap_or_else(PoisonError::into_inner).clone();
+        if let Some(watcher) = watcher {
+            for (entry, response) in entries.iter().zip(&responses) {
+                if let EntryPayload::Normal(request) = &entry.payload {
+                    watcher(entry.log_id.index, request, response);
+                }
+            }
         }
         Ok(responses)
     }

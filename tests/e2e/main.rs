@@ -54,6 +54,7 @@ mod tags;
 mod timeseq;
 mod timeseq_cli;
 mod timeseq_faults;
+mod timeseq_shared;
 mod tls;
 mod upgrade;
 

@@ -254,9 +254,23 @@ async fn rolling_upgrade_from_the_baseline_keeps_every_id_unique() {
         }
     }
     every_node_serves(&mut cluster, &[1, 2, 3], &seen, "with window claims").await;
+    shared_windows_now(&mut cluster).await;
     claims_share_entries_now(&mut cluster).await;
     let count = seen.assert_unique("the whole upgrade");
     eprintln!("the whole upgrade: {count} IDs, none twice");
+}
+
+/// A namespace renewed soon (its windows start 20–29 s from now): its home renews every
+/// member's window with one shared claim, which travels in batches only, and every node serves
+/// its own block. Its IDs are checked apart: they are unique per namespace.
+async fn shared_windows_now(cluster: &mut ProcessCluster) {
+    let (name, renewed_at_s) = crate::timeseq_shared::namespace_renewed_soon();
+    let namespace = NewNamespace { namespace: name.clone(), ..Default::default() };
+    cluster.client(1).create_namespace(&namespace).await.expect("create a namespace renewed soon");
+    let mut seen = std::collections::BTreeSet::new();
+    crate::timeseq_shared::serve_until_every_member_installed_a_shared_block(cluster, &name, renewed_at_s, &mut seen)
+        .await;
+    eprintln!("shared windows: every node served from its own block, {} IDs of {name}, none twice", seen.len());
 }
 
 /// Tags (a segment tag and a monotonic one), a time-sequence namespace; every node takes a

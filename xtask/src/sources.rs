@@ -167,6 +167,7 @@ pub fn engine_installers(root: &Path) -> Scan {
             "services/timeseq.rs",
             "services/timeseq/claims.rs",
             "services/timeseq/namespace.rs",
+            "services/timeseq/shared.rs",
         ],
         "an engine fed outside the ID services",
     )

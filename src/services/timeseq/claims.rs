@@ -13,9 +13,13 @@ use crate::error::Error;
 use crate::error::ErrorCode;
 use leafraft_ids::timeseq::SecondRange;
 
+use super::schedule::first_window_s;
+use super::schedule::home_member;
 use super::schedule::window_block;
+use super::schedule::FALLBACK_AHEAD_MS;
 use super::schedule::WINDOW_AHEAD_MS;
 use super::schedule::WINDOW_S;
+use super::shared::Members;
 
 /// How often `maintain` looks at the clock check, the rates and the prefetches.
 const TICK: Duration = Duration::from_millis(100);
@@ -90,12 +94,19 @@ impl Timeseq {
         *ns.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some((second, failure));
     }
 
-    /// Starts the claim of the window from `first_second` for `ns` unless one is in flight.
-    fn start_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64) {
+    /// Starts the claim of the window from `first_second` for `ns` unless one is in flight: for
+    /// this node alone, or for each of `members` (this node among them) when it is the
+    /// namespace's home.
+    pub(super) fn start_window_claim(
+        self: &Arc<Self>,
+        ns: &Arc<NamespaceHolder>,
+        first_second: u64,
+        members: Option<Members>,
+    ) {
         if ns.window_loading.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.spawn_window_claim(ns, first_second);
+        self.spawn_window_claim(ns, first_second, members);
     }
 
     /// Starts the claim of a first window from `second` (the one a request waits for) when
@@ -107,31 +118,38 @@ impl Timeseq {
         if held || !retry_due || !self.windows_allowed() || ns.window_loading.swap(true, Ordering::AcqRel) {
             return false;
         }
-        self.spawn_window_claim(ns, second);
+        self.spawn_window_claim(ns, second, None);
         true
     }
 
-    fn spawn_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64) {
+    fn spawn_window_claim(self: &Arc<Self>, ns: &Arc<NamespaceHolder>, first_second: u64, members: Option<Members>) {
         let service = Arc::clone(self);
         let ns = Arc::clone(ns);
         tokio::spawn(async move {
-            service.claim_window(&ns, first_second).await;
+            service.claim_window(&ns, first_second, members).await;
             ns.window_loading.store(false, Ordering::Release);
             // A request may wait for this window's first second.
             ns.claimed.notify_waiters();
         });
     }
 
-    async fn claim_window(&self, ns: &NamespaceHolder, first_second: u64) {
+    async fn claim_window(&self, ns: &NamespaceHolder, first_second: u64, members: Option<Members>) {
         // What waiting requests want counts too: a first window is sized by its first request.
         let wanted = ns.wanted.load(Ordering::Relaxed).min(ns.sizer.max);
         let peak =
             ns.window_peak.swap(0, Ordering::Relaxed).max(ns.last_second_ids.load(Ordering::Relaxed)).max(wanted);
         let block = window_block(ns.window_block.load(Ordering::Relaxed), peak, ns.sizer.max);
-        // A window right after the one held is a full one; any other is a first window.
-        let seconds =
-            if ns.window_until.load(Ordering::Relaxed) == first_second { WINDOW_S } else { ns.first_window_s };
+        // A window right after the one held is a full one; any other is a first window, up to
+        // the second the namespace's windows start at.
+        let seconds = if ns.window_until.load(Ordering::Relaxed) == first_second {
+            WINDOW_S
+        } else {
+            first_window_s(ns.window_phase, first_second)
+        };
         let now = now_ms();
+        if let Some(members) = members {
+            return self.claim_shared_window(ns, first_second, seconds, block, &members, now).await;
+        }
         let claim = leafraft_state::Claim::TimeseqWindow {
             namespace: ns.name.clone(),
             first_second,
@@ -148,12 +166,7 @@ impl Timeseq {
                 for second in first..first.saturating_add(seconds) {
                     ns.holder.install_range(SecondRange { second, start, end });
                 }
-                ns.window_block.store(block, Ordering::Relaxed);
-                let until = first.saturating_add(seconds);
-                if ns.window_until.load(Ordering::Relaxed) != first {
-                    ns.window_from.store(first, Ordering::Relaxed);
-                }
-                ns.window_until.store(until, Ordering::Relaxed);
+                ns.record_window(first, seconds, block);
             }
             answer => {
                 tracing::debug!(namespace = %ns.name, first_second, ?answer, "time-sequence window claim failed");
@@ -163,18 +176,21 @@ impl Timeseq {
     }
 
     /// Whether every member decodes window claims (they travel in `ClaimBatch` only).
-    fn windows_allowed(&self) -> bool {
+    pub(super) fn windows_allowed(&self) -> bool {
         self.cluster.cluster_version() >= leafraft_state::Version::CLAIM_BATCHES
     }
 
     /// Runs until `stop` changes: copies the clock verdict, rolls the rates over each second and
     /// claims the next second's range for every namespace in use.
     pub async fn maintain(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        tokio::spawn(Arc::clone(&self).learn_fence(stop.clone()));
         let mut renewal_period = 0;
         loop {
             self.clock_refused.store(self.clock.refusal().map(Arc::new));
             let now = now_ms();
             let windows = self.windows_allowed();
+            // Renewals are shared when this node is one of several members.
+            let members = if windows { self.sharing_members() } else { None };
             // Renewals of held windows go out together on one tick in `RENEWAL_PERIOD_MS`.
             let renewals_due =
                 std::mem::replace(&mut renewal_period, now / RENEWAL_PERIOD_MS) != now / RENEWAL_PERIOD_MS;
@@ -188,12 +204,19 @@ impl Timeseq {
                     // none is held (a namespace's first use, or used again after a pause).
                     let first = ns.window_until.load(Ordering::Relaxed).max(next_second);
                     let continues = first > next_second && idle_ms < WINDOW_S * 1000;
+                    // A window that continues is renewed by the namespace's home for every
+                    // member; the others claim it themselves only if that claim has not reached
+                    // them `FALLBACK_AHEAD_MS` before it starts.
+                    let shared = members.as_ref().filter(|_| continues);
+                    let home = shared.filter(|members| home_member(&ns.name, members) == Some(self.cluster.node_id()));
+                    let ahead_ms =
+                        if shared.is_some() && home.is_none() { FALLBACK_AHEAD_MS } else { ns.renewal_ahead_ms };
                     let due = first * 1000 <= now + WINDOW_AHEAD_MS
-                        && first * 1000 <= now + ns.renewal_ahead_ms
+                        && first * 1000 <= now + ahead_ms
                         && now >= ns.window_retry_ms.load(Ordering::Relaxed)
                         && if continues { renewals_due } else { in_use };
                     if due {
-                        self.start_window_claim(ns, first);
+                        self.start_window_claim(ns, first, home.cloned());
                     }
                     // Nor a one-second prefetch while a window claim (which covers the next
                     // second whenever none is held) is in flight.
@@ -287,7 +310,7 @@ mod tests {
     use leafraft_ids::timeseq::Layout;
 
     fn namespace() -> NamespaceHolder {
-        NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 }, 1)
+        NamespaceHolder::new("orders", Layout { epoch_s: 0, utc_offset_s: 0, shard_bits: 4, seq_bits: 19 })
     }
 
     /// After a minute of idling, the last full second served nothing; the second claim of a

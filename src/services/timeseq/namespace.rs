@@ -3,6 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use tokio::sync::Notify;
@@ -55,17 +56,17 @@ pub(super) struct NamespaceHolder {
     pub(super) window_loading: AtomicBool,
     /// Unix ms before which no window claim is tried again after one failed.
     pub(super) window_retry_ms: AtomicU64,
-    /// How long before its next window this namespace renews, and how long its first window on
-    /// this node is: fixed per name (and node), computed once instead of on every tick.
+    /// How long before its next window this namespace renews, and the second of the minute its
+    /// windows start at: fixed per name, computed once instead of on every tick.
     pub(super) renewal_ahead_ms: u64,
-    pub(super) first_window_s: u64,
+    pub(super) window_phase: u64,
 }
 
 impl NamespaceHolder {
-    pub(super) fn new(name: &str, layout: Layout, node_id: u64) -> NamespaceHolder {
+    pub(super) fn new(name: &str, layout: Layout) -> NamespaceHolder {
         NamespaceHolder {
             renewal_ahead_ms: super::schedule::renewal_ahead_ms(name),
-            first_window_s: super::schedule::first_window_s(name, node_id),
+            window_phase: super::schedule::window_phase(name),
             name: name.to_string(),
             layout,
             holder: RangeHolder::new(),
@@ -88,5 +89,18 @@ impl NamespaceHolder {
             window_loading: AtomicBool::new(false),
             window_retry_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Records a committed window of `block` sequences a second from `first` (its blocks
+    /// installed, or about to be by this node's apply): it extends the windows held when it
+    /// continues or overlaps them, else they start anew from it. Recording the same window twice
+    /// changes nothing (the claimer's answer and its own apply may both record it).
+    pub(super) fn record_window(&self, first: u64, seconds: u64, block: u64) {
+        let held_until = self.window_until.load(Ordering::Relaxed);
+        if held_until < first || held_until == 0 {
+            self.window_from.store(first, Ordering::Relaxed);
+        }
+        self.window_until.fetch_max(first.saturating_add(seconds), Ordering::Relaxed);
+        self.window_block.store(block, Ordering::Relaxed);
     }
 }

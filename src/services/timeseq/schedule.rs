@@ -1,6 +1,6 @@
 //! When a node claims its windows and how large: the first window's length, the moment of each
 //! renewal and the block's growth and decay. Pure functions of names, node and numbers (only
-//! timing and sizes depend on them, never which sequences a node may serve).
+//! timing, sizes and who claims depend on them, never which sequences a node may serve).
 
 /// The window a node reserves a block in every second of, per namespace in use (at most
 /// `leafraft_state::timeseq::MAX_WINDOW_S`): the longest allowed, so a namespace in steady use
@@ -19,13 +19,11 @@ pub(super) const WINDOW_AHEAD_MS: u64 = 9_500;
 /// the latest moment still leaves 5.5 s for a claim to commit before its window's first second.
 const WINDOW_SPREAD_MS: u64 = 4_000;
 
-/// The shortest first window: a namespace's first window on a node lasts between this and
-/// `WINDOW_S`, by a hash of its name and the node, so that namespaces first used in the same
-/// second renew over the whole of a window instead of in one wave (30,000 claims within seconds
-/// at 10,000 namespaces on three nodes), and later windows, a full `WINDOW_S` each, keep that
-/// spread. Long enough that the first renewal (up to `WINDOW_AHEAD_MS` before the window ends)
-/// comes after the first wave of claims.
-const MIN_FIRST_WINDOW_S: u64 = 15;
+/// How long before its next window a member that is not the namespace's home (`home_member`)
+/// claims that window itself when the home's shared claim has not reached it (`shared.rs`):
+/// the home sends it 5.5 to 9.5 s ahead, so this leaves the shared claim seconds to commit and
+/// the member's own claim 3 s.
+pub(super) const FALLBACK_AHEAD_MS: u64 = 3_000;
 
 /// The smallest block a window reserves per second (a namespace asked for one ID a second on
 /// this node gets a few: the request that finds the block used up takes a one-second claim).
@@ -37,14 +35,31 @@ pub(super) fn renewal_ahead_ms(namespace: &str) -> u64 {
     WINDOW_AHEAD_MS - u64::from(crc32fast::hash(namespace.as_bytes())) % WINDOW_SPREAD_MS
 }
 
-/// How long the first window of `namespace` on node `node_id` is: between `MIN_FIRST_WINDOW_S`
-/// and `WINDOW_S`, fixed per (name, node) (CRC-32 of both; only timing depends on it).
-pub(super) fn first_window_s(namespace: &str, node_id: u64) -> u64 {
+/// The second of each minute at which the windows of `namespace` start, on every member: a
+/// hash of its name (CRC-32; only timing depends on it). Namespaces first used in the same
+/// second still renew spread over the minute, and the members of one namespace hold windows
+/// that end together, so one claim (the home member's) can renew them all.
+pub fn window_phase(namespace: &str) -> u64 {
+    u64::from(crc32fast::hash(namespace.as_bytes())) % WINDOW_S
+}
+
+/// How long a first window from `first_second` is: up to the next second at which the
+/// namespace's windows start (1 to `WINDOW_S` seconds), so that every later window, a full
+/// `WINDOW_S` each, starts there on every member.
+pub(super) fn first_window_s(phase: u64, first_second: u64) -> u64 {
+    (phase + WINDOW_S - first_second % WINDOW_S - 1) % WINDOW_S + 1
+}
+
+/// The member whose claim renews the windows of `namespace` for every member: one of `members`
+/// (sorted) by a hash of the name, so each member is home to its share of the namespaces.
+/// `None` without members.
+pub fn home_member(namespace: &str, members: &[u64]) -> Option<u64> {
     let mut hasher = crc32fast::Hasher::new();
+    hasher.update(b"home:");
     hasher.update(namespace.as_bytes());
-    hasher.update(&node_id.to_le_bytes());
-    let span = WINDOW_S - MIN_FIRST_WINDOW_S + 1;
-    MIN_FIRST_WINDOW_S + u64::from(hasher.finalize()) % span
+    let len = u64::try_from(members.len()).ok().filter(|&len| len > 0)?;
+    let index = usize::try_from(u64::from(hasher.finalize()) % len).ok()?;
+    members.get(index).copied()
 }
 
 /// The block of the next window: Leaf's dynamic step over windows. It starts at the busiest
@@ -98,23 +113,38 @@ mod tests {
         assert_eq!(renewal_ahead_ms("orders"), renewal_ahead_ms("orders"), "fixed per name");
     }
 
-    /// First windows end spread over the span, per node too, so the renewals after them are
-    /// spread over a whole window and stay so.
+    /// A first window ends where the namespace's windows start; the next one, a full window,
+    /// ends there again a minute later.
     #[test]
-    fn first_windows_are_spread_by_name_and_node() {
-        let lengths: Vec<u64> = (0..3000).map(|i| first_window_s(&format!("ns-{:05}", i / 3), i % 3)).collect();
-        assert!(lengths.iter().all(|s| (MIN_FIRST_WINDOW_S..=WINDOW_S).contains(s)));
-        // Each of the span's nine five-second slots holds some of them, none most.
-        let mut per_slot = [0usize; 10];
-        for s in &lengths {
-            per_slot[((s - MIN_FIRST_WINDOW_S) / 5) as usize] += 1;
+    fn first_windows_end_at_the_namespace_phase() {
+        for phase in [0, 1, 17, 59] {
+            for first in 1_800_000_000..1_800_000_000 + 2 * WINDOW_S {
+                let len = first_window_s(phase, first);
+                assert!((1..=WINDOW_S).contains(&len), "{phase} {first} {len}");
+                assert_eq!((first + len) % WINDOW_S, phase, "{phase} {first} {len}");
+            }
         }
-        assert!(per_slot[..9].iter().all(|n| (200..=450).contains(n)), "{per_slot:?}");
-        assert_ne!(
-            (0..3).map(|node| first_window_s("orders", node)).collect::<Vec<_>>(),
-            vec![first_window_s("orders", 0); 3],
-            "the nodes of one namespace differ"
-        );
-        assert_eq!(first_window_s("orders", 2), first_window_s("orders", 2), "fixed per name and node");
+        assert_eq!(first_window_s(17, 1_800_000_040 - 1_800_000_040 % 60 + 17), WINDOW_S, "on the phase: a full one");
+    }
+
+    /// Phases spread namespaces over the minute; homes spread them over the members.
+    #[test]
+    fn phases_and_homes_spread_by_name() {
+        let names: Vec<String> = (0..6000).map(|i| format!("ns-{i:05}")).collect();
+        let mut per_ten_s = [0usize; 6];
+        for name in &names {
+            per_ten_s[(window_phase(name) / 10) as usize] += 1;
+        }
+        assert!(per_ten_s.iter().all(|n| (850..=1150).contains(n)), "{per_ten_s:?}");
+        let members = [1, 2, 3];
+        let mut per_member = [0usize; 3];
+        for name in &names {
+            let home = home_member(name, &members).expect("a home");
+            per_member[(home - 1) as usize] += 1;
+        }
+        assert!(per_member.iter().all(|n| (1800..=2200).contains(n)), "{per_member:?}");
+        assert_eq!(home_member("orders", &[]), None);
+        assert_eq!(home_member("orders", &[7]), Some(7));
+        assert_eq!(home_member("orders", &members), home_member("orders", &members), "fixed per name");
     }
 }

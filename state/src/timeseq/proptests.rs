@@ -120,23 +120,60 @@ fn sm_creates() -> Vec<Request> {
         .collect()
 }
 
-/// A one-second claim or, as often, a window claim: windows of up to 61 seconds (61 is refused)
-/// starting up to 12 seconds past the claimer's clock (past 10 is refused) or behind it.
+/// A one-second claim or, as often, a window claim, alone or shared by up to three members (none
+/// is refused): windows of up to 61 seconds (61 is refused) starting up to 12 seconds past the
+/// claimer's clock (past 10 is refused) or behind it.
 fn mixed_claim() -> impl Strategy<Value = Claim> {
-    let window = prop_oneof![Just(None), (1u64..62, -3i64..13).prop_map(Some)];
+    let shared = prop_oneof![Just(None), prop::collection::vec(0u64..40, 0..4).prop_map(Some)];
+    let window = prop_oneof![Just(None), (1u64..62, -3i64..13, shared).prop_map(Some)];
     (claim(), window).prop_map(|(request, window)| {
         let Request::ClaimTimeseq { namespace, second, count, now_ms } = request else { unreachable!() };
         match window {
             None => Claim::Timeseq { namespace, second, count, now_ms },
-            Some((seconds, ahead_s)) => Claim::TimeseqWindow {
+            Some((seconds, ahead_s, None)) => Claim::TimeseqWindow {
                 namespace,
                 first_second: (now_ms / 1000).saturating_add_signed(ahead_s),
                 seconds,
                 count,
                 now_ms,
             },
+            Some((seconds, ahead_s, Some(counts))) => Claim::TimeseqSharedWindow {
+                namespace,
+                first_second: (now_ms / 1000).saturating_add_signed(ahead_s),
+                seconds,
+                now_ms,
+                blocks: counts
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, count)| SharedBlock { member: i as u64 + 1, count })
+                    .collect(),
+            },
         }
     })
+}
+
+/// A claim's answers one window claim at a time: a shared window's blocks each as the window
+/// claim it applies as.
+fn one_by_one(claim: &Claim, answer: Response) -> Vec<(Claim, Response)> {
+    match (claim, answer) {
+        (Claim::TimeseqSharedWindow { namespace, first_second, seconds, now_ms, blocks }, Response::Batch(answers)) => {
+            blocks
+                .iter()
+                .zip(answers)
+                .map(|(block, answer)| {
+                    let window = Claim::TimeseqWindow {
+                        namespace: namespace.clone(),
+                        first_second: *first_second,
+                        seconds: *seconds,
+                        count: block.count,
+                        now_ms: *now_ms,
+                    };
+                    (window, answer)
+                })
+                .collect()
+        }
+        (claim, answer) => vec![(claim.clone(), answer)],
+    }
 }
 
 /// The state as the store keeps it: the baseline encoding and, beside it, the window blocks.
@@ -179,13 +216,13 @@ proptest! {
             let Response::Batch(answers) = sm.apply_request(&request) else {
                 return Err(TestCaseError::fail("a batch answers Batch"));
             };
-            for (claim, answer) in claims.iter().zip(answers) {
-                let (namespace, seconds, start, end) = match (claim, answer) {
+            for (claim, answer) in claims.iter().zip(answers).flat_map(|(claim, answer)| one_by_one(claim, answer)) {
+                let (namespace, seconds, start, end) = match (&claim, answer) {
                     (Claim::Timeseq { namespace, second, count, now_ms }, Response::TimeseqRange { second: s, start, end }) => {
                         prop_assert_eq!(s, *second);
                         prop_assert!(start < end && end - start <= *count);
                         prop_assert!(s * 1000 <= now_ms + LOOKAHEAD_MS);
-                        (namespace, s..s + 1, start, end)
+                        (namespace.clone(), s..s + 1, start, end)
                     }
                     (
                         Claim::TimeseqWindow { namespace, first_second, seconds, count, now_ms },
@@ -195,7 +232,7 @@ proptest! {
                         prop_assert!((1..=MAX_WINDOW_S).contains(&n));
                         prop_assert!(start < end && end - start <= *count);
                         prop_assert!(f * 1000 <= now_ms + LOOKAHEAD_MS);
-                        (namespace, f..f + n, start, end)
+                        (namespace.clone(), f..f + n, start, end)
                     }
                     (_, Response::Rejected(_)) => continue,
                     (claim, other) => return Err(TestCaseError::fail(format!("{claim:?} answered {other:?}"))),

@@ -25,7 +25,8 @@
 //! the whole registry's literal is unchanged). Then it appended `TimeseqWindow` to `Claim`
 //! (inside `ClaimBatch` only) and to `Response`, the window blocks as v2 records of their own
 //! (`timeseq/win/...`, `timeseq_window_records`), and the window blocks to the version-3 snapshot
-//! after the cluster version (`snapshot_data_with_a_cluster_version`).
+//! after the cluster version (`snapshot_data_with_a_cluster_version`), and then
+//! `TimeseqSharedWindow` to `Claim` (inside `ClaimBatch` only, `shared_window_claim`).
 
 use std::fmt::Debug;
 
@@ -378,6 +379,28 @@ fn window_claim_and_its_answer() {
         &leafraft_state::Response::Batch(vec![answer]),
         "021000000001000000000000001100000000f15365000000003c0000000000000020000000000000003000000000000000",
     );
+}
+
+/// A shared window claim travels only inside a batch: its bytes there; its answer is a batch of
+/// window answers, one per block.
+#[test]
+fn shared_window_claim() {
+    let claim = leafraft_state::Claim::TimeseqSharedWindow {
+        namespace: "orders".into(),
+        first_second: 1_700_000_000,
+        seconds: 60,
+        now_ms: 1_699_999_992_500,
+        blocks: vec![
+            leafraft_state::SharedBlock { member: 1, count: 16 },
+            leafraft_state::SharedBlock { member: 3, count: 4 },
+        ],
+    };
+    golden(
+        "shared window claim",
+        &claim,
+        "020400000006000000000000006f726465727300f15365000000003c00000000000000b44ae5cf8b01000002000000000000000100000000000000100000000000000003000000000000000400000000000000",
+    );
+    golden("shared window claim in a batch", &normal(3, 46, Request::ClaimBatch { claims: vec![claim] }), "02030000000000000001000000000000002e00000000000000010000001300000001000000000000000400000006000000000000006f726465727300f15365000000003c00000000000000b44ae5cf8b01000002000000000000000100000000000000100000000000000003000000000000000400000000000000");
 }
 
 #[test]

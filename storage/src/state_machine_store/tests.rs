@@ -52,6 +52,34 @@ async fn apply_answers_every_entry_and_persists_changed_tags() {
     assert_eq!(sm.applied_state().await.expect("applied"), (Some(log_id(1, next + 1)), expected.membership.clone()));
 }
 
+/// The watcher hears of every request applied, in order, with its log index and its answer;
+/// blank and membership entries carry no request and are not told.
+#[tokio::test]
+async fn the_watcher_hears_of_every_request_applied_with_its_index_and_answer() {
+    let (_dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    let heard: Arc<Mutex<Vec<(u64, Request, Response)>>> = Arc::default();
+    let log = Arc::clone(&heard);
+    sm.watch_applied(Arc::new(move |index, request, response| {
+        log.lock().expect("lock").push((index, request.clone(), response.clone()))
+    }));
+    let entries = vec![blank(1, 1), membership_entry(1, 2, &[1, 2, 3]), normal(1, 3, create("orders", 1, 10))];
+    let mut more = vec![normal(1, 4, claim("orders", 10)), normal(1, 5, claim("missing", 10))];
+    let mut responses = sm.apply(entries).await.expect("apply");
+    responses.extend(sm.apply(more.clone()).await.expect("apply"));
+    more.insert(0, normal(1, 3, create("orders", 1, 10)));
+    let expected: Vec<(u64, Request, Response)> = more
+        .iter()
+        .zip(&responses[2..])
+        .map(|(entry, response)| match &entry.payload {
+            EntryPayload::Normal(request) => (entry.log_id.index, request.clone(), response.clone()),
+            _ => unreachable!("normal entries"),
+        })
+        .collect();
+    assert_eq!(*heard.lock().expect("lock"), expected);
+    assert_eq!(expected[2].2, Response::Rejected(Rejection::TagNotFound), "a refusal is told too");
+}
+
 /// After every apply the stored keyspace decodes to exactly the in-memory state.
 #[tokio::test]
 async fn reopened_state_equals_memory_after_each_apply() {

@@ -105,7 +105,8 @@ impl<'a> TimeseqKeys<'a> {
                 leafraft_state::Claim::Timeseq { namespace, second, .. } => {
                     keys.seconds.push((*second, namespace.as_str()))
                 }
-                leafraft_state::Claim::TimeseqWindow { namespace, first_second, seconds, .. } => {
+                leafraft_state::Claim::TimeseqWindow { namespace, first_second, seconds, .. }
+                | leafraft_state::Claim::TimeseqSharedWindow { namespace, first_second, seconds, .. } => {
                     // A window whose last second overflows is refused: nothing to write.
                     if let Some(last) = first_second.checked_add(seconds.saturating_sub(1)) {
                         keys.windows.push((last, namespace.as_str()));

@@ -10,6 +10,7 @@ use leafraft_state::Claim;
 use leafraft_state::IdStateMachine;
 use leafraft_state::Request;
 use leafraft_state::Response;
+use leafraft_state::SharedBlock;
 use openraft::storage::RaftStateMachine;
 use openraft::RaftSnapshotBuilder;
 use proptest::prelude::*;
@@ -241,19 +242,27 @@ fn namespaces() -> [String; 4] {
 fn timeseq_claim() -> impl Strategy<Value = Claim> {
     let at_s = prop_oneof![3 => 0u64..8, 1 => 0u64..1500];
     let skew_s = prop_oneof![3 => Just(0i64), 1 => -700i64..700];
-    let window = prop_oneof![2 => Just(None), 1 => (1u64..62, -2i64..13).prop_map(Some)];
+    // A window is shared by `members` (0: a window claim of its own).
+    let window = prop_oneof![2 => Just(None), 1 => (1u64..62, -2i64..13, 0u64..4).prop_map(Some)];
     (0..4usize, at_s, skew_s, -2i64..4, 1u64..40, window).prop_map(|(ns, at_s, skew_s, ahead_s, count, window)| {
         let clock_s = (T0_S + at_s).saturating_add_signed(skew_s);
         let namespace = namespaces()[ns].clone();
         let now_ms = clock_s * 1000 + 500;
         match window {
             None => Claim::Timeseq { namespace, second: clock_s.saturating_add_signed(ahead_s), count, now_ms },
-            Some((seconds, ahead_s)) => Claim::TimeseqWindow {
+            Some((seconds, ahead_s, 0)) => Claim::TimeseqWindow {
                 namespace,
                 first_second: clock_s.saturating_add_signed(ahead_s),
                 seconds,
                 count,
                 now_ms,
+            },
+            Some((seconds, ahead_s, members)) => Claim::TimeseqSharedWindow {
+                namespace,
+                first_second: clock_s.saturating_add_signed(ahead_s),
+                seconds,
+                now_ms,
+                blocks: (1..=members).map(|member| SharedBlock { member, count: count + member }).collect(),
             },
         }
     })
@@ -268,6 +277,16 @@ fn claim_ranges(claim: &Claim, answer: &Response) -> Vec<(String, u64, u64, u64)
         (Claim::TimeseqWindow { namespace, .. }, Response::TimeseqWindow { first_second, seconds, start, end }) => {
             (*first_second..first_second + seconds).map(|second| (namespace.clone(), second, *start, *end)).collect()
         }
+        (Claim::TimeseqSharedWindow { namespace, .. }, Response::Batch(blocks)) => blocks
+            .iter()
+            .flat_map(|block| match block {
+                Response::TimeseqWindow { first_second, seconds, start, end } => (*first_second
+                    ..first_second + seconds)
+                    .map(|second| (namespace.clone(), second, *start, *end))
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect(),
         _ => Vec::new(),
     }
 }

@@ -93,6 +93,10 @@ pub struct NamespacesReport {
     /// Time-sequence claims the nodes committed during the run, one-second and window claims
     /// (`leafraft_timeseq_events_total`).
     pub claims: f64,
+    /// Of those, the claims committed after the first `settle` of the run, and the answers to
+    /// requests due in that time: the steady cost of claims, without the first wave.
+    pub settled_claims: f64,
+    pub settled_answered: u64,
     /// Requests that waited for a claim.
     pub waits: f64,
     /// Per second of the run (by when its requests were due): where a tail comes from.
@@ -141,6 +145,13 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     let (claims_before, waits_before) = timeseq_counters(&http, &options.nodes).await;
     let sampler = admin::CommitSampler::start(http.clone(), options.nodes.clone());
     let start = Instant::now() + Duration::from_millis(200);
+    let at_settle = {
+        let (http, nodes, settle_at) = (http.clone(), options.nodes.clone(), start + options.settle);
+        tokio::spawn(async move {
+            tokio::time::sleep_until(settle_at).await;
+            timeseq_counters(&http, &nodes).await.0
+        })
+    };
     let mut workers = tokio::task::JoinSet::new();
     for (node, addr) in options.nodes.iter().enumerate() {
         for connection in 0..options.connections {
@@ -189,6 +200,8 @@ pub async fn run(options: &NamespacesOptions) -> Result<NamespacesReport, String
     report.commits = sampler.finish(&http, &options.nodes).await;
     let (claims_after, waits_after) = timeseq_counters(&http, &options.nodes).await;
     (report.claims, report.waits) = (claims_after - claims_before, waits_after - waits_before);
+    report.settled_claims = claims_after - at_settle.await.map_err(|e| format!("the settle sample failed: {e}"))?;
+    report.settled_answered = settled.len();
     report.failed = report.due - report.answered;
     report.failures = failures.into_iter().map(|(failure, n)| (failure.to_string(), n)).collect();
     if report.due > report.sent {
