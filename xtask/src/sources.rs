@@ -159,7 +159,14 @@ pub fn engine_installers(root: &Path) -> Scan {
     service_files_using(
         root,
         "",
-        &["SegmentBuffer::new", "Generator::new", ".install_next(", "RangeHolder::new", ".install_range("],
+        &[
+            "SegmentBuffer::new",
+            "Generator::new",
+            ".install_next(",
+            "RangeHolder::new",
+            ".install_range(",
+            ".install_block(",
+        ],
         &[
             "services/segments.rs",
             "services/segments/load.rs",

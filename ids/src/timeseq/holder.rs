@@ -3,12 +3,13 @@
 //! The range being served lives in one slot (second, end and an atomic cursor, under a
 //! generation counter: the seqlock of `engine::segment`); taking sequences is a generation load,
 //! one `fetch_add` and a re-check, with no lock. Claimed ranges wait in `pending` (the next
-//! second's prefetched range, more of the current second) until [`RangeHolder::advance`] moves
-//! one into the slot under the mutex.
+//! second's prefetched range, more of the current second, a window's block for each of its
+//! seconds) until [`RangeHolder::advance`] moves one into the slot under the mutex.
 //!
 //! Invariants (`timeseq/proptests.rs`):
-//! 1. Every sequence handed out lies in a range given to `install_range`, which the caller does
-//!    only with the answer of a committed and applied claim; each is handed out at most once.
+//! 1. Every sequence handed out lies in a range given to `install_range` or a block given to
+//!    `install_block`, which the caller does only with a committed and applied claim; each is
+//!    handed out at most once (a block moves into the slot at most once per second).
 //! 2. The slot's second never goes down, so per holder a later second's IDs come later.
 //! 3. A range is served only from its second on (on the caller's clock); a range whose second
 //!    has passed is dropped, never served late.
@@ -86,10 +87,28 @@ pub enum Advance {
     Closed,
 }
 
+/// A committed block not yet wholly served: sequences `[start, end)` of every second in
+/// `[next, last]`. A window claim is one of these, not one range per second: a node holding
+/// 10,000 namespaces' windows would otherwise keep and shift 600,000 ranges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    /// The first second not yet moved into the slot (every earlier one was served or passed).
+    next: u64,
+    last: u64,
+    start: u64,
+    end: u64,
+}
+
+impl Held {
+    fn covers(&self, second: u64) -> bool {
+        self.next <= second && second <= self.last
+    }
+}
+
 #[derive(Debug, Default)]
 struct Slow {
-    /// Claimed ranges not yet in the slot, in order.
-    pending: Vec<SecondRange>,
+    /// Claimed blocks not yet wholly in the slot, in no order.
+    pending: Vec<Held>,
     /// Seconds a claim is in flight for.
     loading: Vec<u64>,
     closed: bool,
@@ -160,15 +179,27 @@ impl RangeHolder {
         // Keep a used-up cursor from creeping towards overflow while takers keep adding to it.
         self.slot.cursor.fetch_min(end, SeqCst);
         let serving = now_s.max(slot_second);
-        slow.pending.retain(|range| range.second >= serving && !range.is_empty());
-        match slow.pending.first().copied() {
-            Some(range) if range.second == serving => {
-                slow.pending.remove(0);
-                self.slot.set(range);
-                Advance::Ready
-            }
-            _ => Advance::Empty { second: serving },
+        slow.pending.retain(|held| held.last >= serving);
+        // Of the blocks that cover the second, the lowest first (as the claims gave them).
+        let first = slow
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(_, held)| held.covers(serving))
+            .min_by_key(|(_, held)| (held.start, held.end))
+            .map(|(i, _)| i);
+        let Some(i) = first else {
+            return Advance::Empty { second: serving };
+        };
+        let held = &mut slow.pending[i];
+        let range = SecondRange { second: serving, start: held.start, end: held.end };
+        // Served in this second once: never again, in this second or an earlier one.
+        held.next = serving.saturating_add(1);
+        if held.next > held.last {
+            slow.pending.swap_remove(i);
         }
+        self.slot.set(range);
+        Advance::Ready
     }
 
     /// Claims the right to claim sequences of `second`: true for one caller until
@@ -189,12 +220,18 @@ impl RangeHolder {
     /// Keeps a committed claim's range until its second is served. False (nothing kept) once
     /// closed or when the range is empty.
     pub fn install_range(&self, range: SecondRange) -> bool {
+        self.install_block(range.second, range.second, range.start, range.end)
+    }
+
+    /// Keeps a committed window's block, `[start, end)` in every second of
+    /// `[first_second, last_second]`, until each second is served. False (nothing kept) once
+    /// closed or when the block is empty.
+    pub fn install_block(&self, first_second: u64, last_second: u64, start: u64, end: u64) -> bool {
         let mut slow = self.lock();
-        if slow.closed || range.is_empty() {
+        if slow.closed || end <= start || last_second < first_second {
             return false;
         }
-        let at = slow.pending.partition_point(|held| *held <= range);
-        slow.pending.insert(at, range);
+        slow.pending.push(Held { next: first_second, last: last_second, start, end });
         true
     }
 
@@ -203,7 +240,8 @@ impl RangeHolder {
         let slow = self.lock();
         let (slot_second, cursor, end) = self.slot.read();
         let in_slot = if slot_second == second { end - cursor } else { 0 };
-        in_slot + slow.pending.iter().filter(|range| range.second == second).map(SecondRange::len).sum::<u64>()
+        let pending = slow.pending.iter().filter(|held| held.covers(second));
+        in_slot + pending.map(|held| held.end - held.start).sum::<u64>()
     }
 
     /// Stops handing out sequences; what is held becomes a gap.
@@ -222,7 +260,15 @@ impl RangeHolder {
         let slow = self.lock();
         let (second, cursor, end) = self.slot.read();
         let current = (cursor < end).then_some(SecondRange { second, start: cursor, end });
-        HolderState { current, pending: slow.pending.clone(), loading: slow.loading.clone() }
+        let mut pending: Vec<SecondRange> = slow
+            .pending
+            .iter()
+            .flat_map(|held| {
+                (held.next..=held.last).map(|second| SecondRange { second, start: held.start, end: held.end })
+            })
+            .collect();
+        pending.sort_unstable();
+        HolderState { current, pending, loading: slow.loading.clone() }
     }
 
     fn lock(&self) -> MutexGuard<'_, Slow> {
@@ -291,6 +337,32 @@ mod tests {
         assert_eq!(holder.advance(49), Advance::Ready);
         assert!(matches!(holder.take(49, 5), Take::Ids { range: SecondRange { second: 50, start: 7, end: 9 }, .. }));
         assert_eq!(holder.advance(49), Advance::Empty { second: 50 });
+    }
+
+    /// A window's block serves each of its seconds once, from that second on, beside the
+    /// one-second ranges of the same seconds; the seconds that passed unserved are a gap.
+    #[test]
+    fn a_block_serves_each_of_its_seconds_once() {
+        let holder = RangeHolder::new();
+        assert!(holder.install_block(10, 13, 4, 8));
+        assert!(holder.install_range(range(11, 0, 4)));
+        assert_eq!(holder.held_for(11), 8);
+        assert_eq!(holder.advance(10), Advance::Ready);
+        assert!(matches!(holder.take(10, 9), Take::Ids { range: SecondRange { second: 10, start: 4, end: 8 }, .. }));
+        assert_eq!(holder.advance(10), Advance::Empty { second: 10 }, "once per second");
+        // Second 11: the one-second range (lower) first, then the block.
+        assert_eq!(holder.advance(11), Advance::Ready);
+        assert!(matches!(holder.take(11, 9), Take::Ids { range: SecondRange { second: 11, start: 0, end: 4 }, .. }));
+        assert_eq!(holder.advance(11), Advance::Ready);
+        assert!(matches!(holder.take(11, 9), Take::Ids { range: SecondRange { second: 11, start: 4, end: 8 }, .. }));
+        assert_eq!(holder.advance(11), Advance::Empty { second: 11 });
+        assert_eq!(holder.state().pending, [range(12, 4, 8), range(13, 4, 8)]);
+        // The clock jumps past second 12: it passed unserved; 13 is served, then nothing.
+        assert_eq!(holder.advance(13), Advance::Ready);
+        assert!(matches!(holder.take(13, 1), Take::Ids { range: SecondRange { second: 13, start: 4, end: 5 }, .. }));
+        assert_eq!(holder.state().pending, []);
+        assert!(!holder.install_block(20, 19, 0, 4), "an empty window");
+        assert!(!holder.install_block(20, 21, 4, 4), "an empty block");
     }
 
     #[test]

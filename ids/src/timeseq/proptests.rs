@@ -55,8 +55,9 @@ proptest! {
 
 #[derive(Debug, Clone)]
 enum Step {
-    /// A committed claim of `len` sequences of `now + ahead`.
-    Install { ahead: u64, len: u64 },
+    /// A committed claim of `len` sequences of `now + ahead` and, for a window, as many of each
+    /// of the `seconds - 1` seconds after it (the same block in each).
+    Install { ahead: u64, seconds: u64, len: u64 },
     /// The clock moves on by this many seconds.
     Tick(u64),
     /// Every thread takes this many times.
@@ -65,7 +66,11 @@ enum Step {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        (0u64..3, 1u64..50).prop_map(|(ahead, len)| Step::Install { ahead, len }),
+        (0u64..3, prop_oneof![Just(1u64), 1u64..6], 1u64..50).prop_map(|(ahead, seconds, len)| Step::Install {
+            ahead,
+            seconds,
+            len
+        }),
         (0u64..2).prop_map(Step::Tick),
         (1u64..20).prop_map(Step::Take),
     ]
@@ -84,12 +89,20 @@ proptest! {
         let mut last_second = [0u64; 3];
         for step in steps {
             match step {
-                Step::Install { ahead, len } => {
-                    let second = now_s + ahead;
-                    let start = next_seq.get(&second).copied().unwrap_or(0);
-                    next_seq.insert(second, start + len);
-                    holder.install_range(SecondRange { second, start, end: start + len });
-                    installed.extend((start..start + len).map(|seq| (second, seq)));
+                Step::Install { ahead, seconds, len } => {
+                    // As the registry gives a block: above everything given in any of its seconds.
+                    let first = now_s + ahead;
+                    let window = first..first + seconds;
+                    let start = window.clone().map(|second| next_seq.get(&second).copied().unwrap_or(0)).max().unwrap_or(0);
+                    for second in window.clone() {
+                        next_seq.insert(second, start + len);
+                        installed.extend((start..start + len).map(|seq| (second, seq)));
+                    }
+                    if seconds == 1 {
+                        holder.install_range(SecondRange { second: first, start, end: start + len });
+                    } else {
+                        holder.install_block(first, window.end - 1, start, start + len);
+                    }
                 }
                 Step::Tick(seconds) => now_s += seconds,
                 Step::Take(times) => {

@@ -163,9 +163,7 @@ impl Timeseq {
             {
                 self.counters.window_claims.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(namespace = %ns.name, first, seconds, start, end, "time-sequence window committed");
-                for second in first..first.saturating_add(seconds) {
-                    ns.holder.install_range(SecondRange { second, start, end });
-                }
+                ns.holder.install_block(first, first.saturating_add(seconds).saturating_sub(1), start, end);
                 ns.record_window(first, seconds, block);
             }
             answer => {
@@ -207,15 +205,16 @@ impl Timeseq {
                     // A window that continues is renewed by the namespace's home for every
                     // member; the others claim it themselves only if that claim has not reached
                     // them `FALLBACK_AHEAD_MS` before it starts.
-                    let shared = members.as_ref().filter(|_| continues);
+                    // (The home is hashed only for a window inside the look-ahead: once a tick
+                    // for each namespace would be 100,000 hashes a second at 10,000 of them.)
+                    let ahead = first * 1000 <= now + WINDOW_AHEAD_MS
+                        && now >= ns.window_retry_ms.load(Ordering::Relaxed)
+                        && if continues { renewals_due } else { in_use };
+                    let shared = members.as_ref().filter(|_| ahead && continues);
                     let home = shared.filter(|members| home_member(&ns.name, members) == Some(self.cluster.node_id()));
                     let ahead_ms =
                         if shared.is_some() && home.is_none() { FALLBACK_AHEAD_MS } else { ns.renewal_ahead_ms };
-                    let due = first * 1000 <= now + WINDOW_AHEAD_MS
-                        && first * 1000 <= now + ahead_ms
-                        && now >= ns.window_retry_ms.load(Ordering::Relaxed)
-                        && if continues { renewals_due } else { in_use };
-                    if due {
+                    if ahead && first * 1000 <= now + ahead_ms {
                         self.start_window_claim(ns, first, home.cloned());
                     }
                     // Nor a one-second prefetch while a window claim (which covers the next

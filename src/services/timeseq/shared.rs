@@ -22,7 +22,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leafraft_ids::timeseq::SecondRange;
 use leafraft_state::Claim;
 use leafraft_state::NodeId;
 use leafraft_state::Request;
@@ -150,9 +149,12 @@ impl Timeseq {
                 let Some(ns) = self.holders.get(namespace) else {
                     continue;
                 };
-                for second in first_second..first_second.saturating_add(seconds) {
-                    ns.holder.install_range(SecondRange { second, start, end });
-                }
+                ns.holder.install_block(
+                    first_second,
+                    first_second.saturating_add(seconds).saturating_sub(1),
+                    start,
+                    end,
+                );
                 ns.record_window(first_second, seconds, block.count);
                 self.counters.shared_blocks_installed.fetch_add(1, Ordering::Relaxed);
                 ns.claimed.notify_waiters();
