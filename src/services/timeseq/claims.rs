@@ -216,6 +216,15 @@ impl Timeseq {
                         if shared.is_some() && home.is_none() { FALLBACK_AHEAD_MS } else { ns.renewal_ahead_ms };
                     if ahead && first * 1000 <= now + ahead_ms {
                         self.start_window_claim(ns, first, home.cloned());
+                    } else if in_use
+                        && ns.outgrew_window(next_second)
+                        && now >= ns.window_retry_ms.load(Ordering::Relaxed)
+                    {
+                        // A whole second above the block held: a block of its own for the rest of
+                        // the window, sized by that second, instead of a one-second claim at
+                        // every refill mark until the window ends (at 7,000 IDs a second on a
+                        // node, four a second).
+                        self.start_window_claim(ns, next_second, None);
                     }
                     // Nor a one-second prefetch while a window claim (which covers the next
                     // second whenever none is held) is in flight.
@@ -244,6 +253,13 @@ impl NamespaceHolder {
     /// Whether a committed window holds a block for `second`.
     fn window_covers(&self, second: u64) -> bool {
         self.window_from.load(Ordering::Relaxed) <= second && second < self.window_until.load(Ordering::Relaxed)
+    }
+
+    /// Whether this node took more in its last full second than the block of the window it holds
+    /// from `next_second` on gives a second: a rate the window claim was not sized for.
+    fn outgrew_window(&self, next_second: u64) -> bool {
+        self.window_covers(next_second)
+            && self.last_second_ids.load(Ordering::Relaxed) > self.window_block.load(Ordering::Relaxed)
     }
 
     /// Whether a range of `second` passing its refill mark needs a one-second claim: always
@@ -324,6 +340,21 @@ mod tests {
         assert_eq!(ns.sizer.size(20_000), 5_000);
         ns.taken.fetch_add(5, Ordering::Relaxed);
         assert_eq!(rate(&ns, 60_021), 500, "a few sequences within the shortest window count over 10 ms");
+    }
+
+    /// A full second above the window's block outgrows the window (a block of its own follows
+    /// for the rest of it); at or below it, or outside the window, it does not.
+    #[test]
+    fn a_second_above_the_block_outgrows_the_window() {
+        let ns = namespace();
+        ns.record_window(100, 60, 1024);
+        ns.last_second_ids.store(1024, Ordering::Relaxed);
+        assert!(!ns.outgrew_window(101));
+        ns.last_second_ids.store(7_000, Ordering::Relaxed);
+        assert!(ns.outgrew_window(101));
+        assert!(!ns.outgrew_window(160), "past the window: the renewal sizes it");
+        ns.record_window(101, 59, 16_384);
+        assert!(!ns.outgrew_window(101), "the added block is sized above the rate");
     }
 
     /// A busy last second keeps claims large through a quiet moment.
