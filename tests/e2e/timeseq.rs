@@ -182,7 +182,7 @@ async fn regression_a_time_sequence_request_right_after_ready_is_served() {
 }
 
 /// A node's counter of `leafraft_timeseq_events_total` of `kind`.
-async fn timeseq_events(cluster: &mut ProcessCluster, node: u64, kind: &str) -> u64 {
+pub(crate) async fn timeseq_events(cluster: &mut ProcessCluster, node: u64, kind: &str) -> u64 {
     let metrics = cluster.get_text(node, "/metrics").await.1;
     let prefix = format!("leafraft_timeseq_events_total{{kind=\"{kind}\"}}");
     let line = metrics.lines().find(|line| line.starts_with(&prefix));

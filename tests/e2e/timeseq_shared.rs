@@ -12,6 +12,7 @@ use reqwest::StatusCode;
 use crate::harness::run_binary;
 use crate::harness::ProcessCluster;
 use crate::snowflake_ids::now_ms;
+use crate::timeseq::timeseq_events;
 use leafraft::services::timeseq::home_member;
 use leafraft::services::timeseq::window_phase;
 use leafraft_client::ClusterStatus;
@@ -29,14 +30,6 @@ pub(crate) fn namespace_renewed_soon() -> (String, u64) {
             (20..30).contains(&until_s).then_some((name, now_s + until_s))
         })
         .expect("one name in sixty fits")
-}
-
-/// A node's counter of `leafraft_timeseq_events_total` of `kind`.
-async fn timeseq_events(cluster: &mut ProcessCluster, node: u64, kind: &str) -> u64 {
-    let metrics = cluster.get_text(node, "/metrics").await.1;
-    let prefix = format!("leafraft_timeseq_events_total{{kind=\"{kind}\"}}");
-    let line = metrics.lines().find(|line| line.starts_with(&prefix));
-    line.and_then(|line| line.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
 }
 
 /// Asks every node for a few IDs of `name`, each ID seen only once.

@@ -97,7 +97,7 @@ impl NamespaceHolder {
     /// changes nothing (the claimer's answer and its own apply may both record it).
     pub(super) fn record_window(&self, first: u64, seconds: u64, block: u64) {
         let held_until = self.window_until.load(Ordering::Relaxed);
-        if held_until < first || held_until == 0 {
+        if held_until < first {
             self.window_from.store(first, Ordering::Relaxed);
         }
         self.window_until.fetch_max(first.saturating_add(seconds), Ordering::Relaxed);
