@@ -68,6 +68,19 @@ async fn writes_and_raft_rpcs_need_the_secret_and_reads_stay_open() {
 /// status 2, the message names `--secret`); with `--insecure` the same node starts and serves.
 #[tokio::test]
 async fn a_non_loopback_listener_needs_a_secret_or_insecure() {
+    non_loopback_listener_case(false).await;
+}
+
+/// The port reserved for the node taken on 127.0.0.1 before the insecure node binds 0.0.0.0, as
+/// another process's outgoing connection may take it (free ports and local ports of connections
+/// come from the same ephemeral range): once, in CI's full run, the node could not listen and the
+/// test waited 20 s for a node that had exited. The case tries a fresh port instead.
+#[tokio::test]
+async fn regression_a_taken_port_does_not_fail_the_non_loopback_listener_case() {
+    non_loopback_listener_case(true).await;
+}
+
+async fn non_loopback_listener_case(port_taken: bool) {
     let mut cluster = ProcessCluster::new();
     let port = cluster.port(1);
     let listen = format!("0.0.0.0:{port}");
@@ -80,15 +93,50 @@ async fn a_non_loopback_listener_needs_a_secret_or_insecure() {
     assert_eq!(log.lines().count(), 1, "one line on stderr: {log}");
     assert!(log.starts_with("error: ") && log.contains("--secret"), "{log}");
 
-    cluster.start_node(1, &["--listen", &listen, "--advertise", &advertise, "--insecure"]);
-    assert!(cluster.is_running(1));
-    let client = crate::harness::client_of(&advertise, None);
-    crate::harness::wait_until(TIMEOUT, "the insecure node to be ready", || async {
-        client.ready().await.map_err(|e| e.to_string())
-    })
-    .await;
+    // Bound, not listening: what a connection's local port is (connecting to it is refused).
+    let _taken = port_taken.then(|| {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.bind(advertise.parse().expect("an address")).expect("take the node's port");
+        socket
+    });
+    let client = ready_insecure_node(&mut cluster, 1).await;
+    if port_taken {
+        let log = cluster.log(1);
+        assert!(log.contains("in use") && !cluster.is_running(1), "node 1 could not have listened: {log}");
+    }
     client
         .create_tag(&new_tag("open", None, None, None))
         .await
         .expect("an insecure node takes writes without a secret");
+}
+
+/// Starts node `id` with `--listen 0.0.0.0:PORT --insecure` and answers a client of it once it is
+/// ready. A port taken since its reservation makes the node exit at once (`cannot listen ... in
+/// use`); then the next node ID starts on a fresh port, three IDs at most. Any other exit, or no
+/// answer within `TIMEOUT`, fails with the node's log.
+async fn ready_insecure_node(cluster: &mut ProcessCluster, first: u64) -> leafraft_client::Client {
+    for id in first..first + 3 {
+        let port = cluster.port(id);
+        let (listen, advertise) = (format!("0.0.0.0:{port}"), format!("127.0.0.1:{port}"));
+        cluster.start_node(id, &["--listen", &listen, "--advertise", &advertise, "--insecure"]);
+        let client = crate::harness::client_of(&advertise, None);
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            if !cluster.is_running(id) {
+                let log = cluster.log(id);
+                assert!(log.contains("cannot listen") && log.contains("in use"), "node {id} exited: {log}");
+                break;
+            }
+            if client.ready().await.is_ok() {
+                return client;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "node {id} not ready within {TIMEOUT:?}; its log:\n{}",
+                cluster.log(id)
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    panic!("three fresh ports in a row were taken before the node bound them");
 }
