@@ -6,8 +6,8 @@
 //!
 //! Each round is one second: three batches (one per node) each claim that second for every
 //! namespace. The first batch of a second raises the horizon (and forgets a second of every
-//! namespace), the other two do not; both kinds are reported. `LEAFRAFT_BENCH_NAMESPACES` and
-//! `LEAFRAFT_BENCH_ROUNDS` scale it down; `LEAFRAFT_BENCH_LAYOUT=whole` measures the registry
+//! namespace), the other two do not; both kinds are reported. `LEAFRAFT_BENCH_NAMESPACES`,
+//! `LEAFRAFT_BENCH_SECONDS` and `LEAFRAFT_BENCH_ROUNDS` scale it down; `LEAFRAFT_BENCH_LAYOUT=whole` measures the registry
 //! stored as one value (a cluster before 0.3.0) instead of split.
 //!
 //! A counting allocator measures the registry's memory (live bytes after building it, minus
@@ -95,9 +95,9 @@ fn record() -> NamespaceRecord {
     }
 }
 
-/// A state whose registry holds `namespaces` namespaces, each with the last `RETENTION_S` seconds
+/// A state whose registry holds `namespaces` namespaces, each with the last `seconds` seconds
 /// up to `T0_S` claimed, at `cluster_version`.
-fn full_state(namespaces: u64, cluster_version: Version) -> IdStateMachine {
+fn full_state(namespaces: u64, seconds: u64, cluster_version: Version) -> IdStateMachine {
     let membership =
         Membership::new(vec![[1u64].into()], BTreeMap::from([(1, leafraft_state::Node::new("127.0.0.1:1", 1))]));
     let mut state = IdStateMachine {
@@ -106,7 +106,7 @@ fn full_state(namespaces: u64, cluster_version: Version) -> IdStateMachine {
         cluster_version,
         ..Default::default()
     };
-    let first_s = T0_S - leafraft_state::timeseq::RETENTION_S + 1;
+    let first_s = T0_S - seconds + 1;
     for n in 0..namespaces {
         let name = namespace_name(n);
         state.timeseq.namespaces.insert(name.clone(), record());
@@ -124,6 +124,52 @@ fn batch(index: u64, namespaces: u64, second: u64, node: u64) -> typ::Entry {
     typ::Entry { log_id: log_id(index), payload: EntryPayload::Normal(Request::ClaimBatch { claims }) }
 }
 
+/// How a snapshot being built delays the node's other syncs (the log's appends wait on the same
+/// sled log): a one-claim apply and a sync, over and over, alone and while a snapshot of the
+/// registry in `data` is built, on a store that `fdatasync`s.
+async fn syncs_beside_a_snapshot(meta: &typ::SnapshotMeta, data: Vec<u8>, namespaces: u64) {
+    let dir = tempfile::TempDir::new().expect("temp dir");
+    let store = storage::open(dir.path(), &storage::StoreOptions::default()).expect("open a synced store");
+    let sm = store.state_machine.clone();
+    sm.clone().install_snapshot(meta, Box::new(Cursor::new(data))).await.expect("install");
+    let mut index = meta.last_log_id.map_or(0, |id| id.index);
+    let mut apply_and_sync = || {
+        index += 1;
+        let entry = batch(index, namespaces.min(1), T0_S + 1, index % NODES);
+        let mut sm = sm.clone();
+        let store = &store;
+        async move {
+            let started = Instant::now();
+            sm.apply([entry]).await.expect("apply");
+            store.flush().await.expect("sync");
+            started.elapsed().as_secs_f64() * 1000.0
+        }
+    };
+    let mut alone = Vec::new();
+    for _ in 0..30 {
+        alone.push(apply_and_sync().await);
+    }
+    let mut builder = store.state_machine.clone().get_snapshot_builder().await;
+    let started = Instant::now();
+    let build = tokio::spawn(async move { openraft::RaftSnapshotBuilder::build_snapshot(&mut builder).await });
+    let mut beside = Vec::new();
+    while !build.is_finished() {
+        beside.push(apply_and_sync().await);
+    }
+    let build_ms = started.elapsed().as_secs_f64() * 1000.0;
+    build.await.expect("the build's task").expect("build a snapshot");
+    let max = |values: &[f64]| values.iter().copied().fold(0.0, f64::max);
+    println!(
+        "one-claim apply + sync (fdatasync): {:.1} ms median, {:.1} ms max alone; {:.1} ms median, {:.1} ms max \
+         during a {build_ms:.0} ms snapshot build ({} of them)",
+        median(alone.clone()),
+        max(&alone),
+        median(beside.clone()),
+        max(&beside),
+        beside.len()
+    );
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -132,6 +178,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn main() {
     let namespaces = env_or("LEAFRAFT_BENCH_NAMESPACES", 10_000);
     let rounds = env_or("LEAFRAFT_BENCH_ROUNDS", 5);
+    // Fewer seconds per namespace: a registry of window blocks holds only the last few.
+    let seconds = env_or("LEAFRAFT_BENCH_SECONDS", leafraft_state::timeseq::RETENTION_S).max(1);
     // The registry's layout follows the cluster version: `whole` is the one value of a cluster
     // before 0.3.0 (every apply rewrites it), the default the split layout of 0.3.0.
     let whole = std::env::var("LEAFRAFT_BENCH_LAYOUT").is_ok_and(|layout| layout == "whole");
@@ -140,11 +188,11 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
         let before = LIVE.load(Ordering::Relaxed);
-        let state = full_state(namespaces, cluster_version);
+        let state = full_state(namespaces, seconds, cluster_version);
         let registry_bytes = LIVE.load(Ordering::Relaxed) - before;
         println!(
             "registry: {namespaces} namespaces x {} seconds: {:.1} MiB live in memory",
-            leafraft_state::timeseq::RETENTION_S,
+            seconds,
             mib(registry_bytes)
         );
 
@@ -152,9 +200,7 @@ fn main() {
         let options = storage::StoreOptions { fsync: false, ..Default::default() };
         let store = storage::open(dir.path(), &options).expect("open a store");
         let mut sm = store.state_machine.clone();
-        // The version-3 snapshot a member past the baseline builds (`codec::encode_snapshot`).
-        let body = leafraft_state::codec::encode(&(&state, state.cluster_version)).expect("encode the snapshot");
-        let data = [&[3u8][..], &body].concat();
+        let data = storage::snapshot_data(&state).expect("encode the snapshot");
         let meta = typ::SnapshotMeta {
             last_log_id: state.last_applied,
             last_membership: state.membership.clone(),
@@ -167,7 +213,7 @@ fn main() {
         let resting = LIVE.load(Ordering::Relaxed);
         PEAK.store(resting, Ordering::Relaxed);
         let started = Instant::now();
-        sm.install_snapshot(&meta, Box::new(Cursor::new(data))).await.expect("install");
+        sm.install_snapshot(&meta, Box::new(Cursor::new(data.clone()))).await.expect("install");
         println!(
             "install: {:.2} s, peak extra memory {:.1} MiB",
             started.elapsed().as_secs_f64(),
@@ -206,6 +252,22 @@ fn main() {
             median(peaks)
         );
         println!("  of which the state machine alone (IdStateMachine::apply): {:.1} ms (median)", median(in_memory));
+        // A snapshot of the registry, built twice: the second replaces the first's chunks, as
+        // every snapshot after a node's first does.
+        for build in ["first", "second"] {
+            let started = Instant::now();
+            let mut builder = sm.get_snapshot_builder().await;
+            let cloned_ms = started.elapsed().as_secs_f64() * 1000.0;
+            let started = Instant::now();
+            let snapshot = openraft::RaftSnapshotBuilder::build_snapshot(&mut builder).await.expect("build a snapshot");
+            println!(
+                "{build} snapshot build ({:.1} MiB): copying the state {cloned_ms:.1} ms (blocks applies), encoding \
+                 and storing {:.1} ms",
+                mib(snapshot.snapshot.get_ref().len()),
+                started.elapsed().as_secs_f64() * 1000.0
+            );
+        }
+        syncs_beside_a_snapshot(&meta, data, namespaces).await;
         let applied = sm.read(Clone::clone);
         drop((sm, store));
         let started = Instant::now();

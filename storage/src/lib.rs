@@ -73,6 +73,12 @@ pub struct Store {
     created: bool,
 }
 
+/// The bytes of a snapshot of `state`, as this store builds and installs them, for tools and
+/// benches that build a state in memory and load it into a store with `install_snapshot`.
+pub fn snapshot_data(state: &leafraft_state::IdStateMachine) -> Result<Vec<u8>, String> {
+    codec::encode_snapshot(state).map_err(|e| e.to_string())
+}
+
 /// Opens (or creates) the store in `dir`. Only one `Store` may be open per directory: sled holds a
 /// lock on it until every clone of the stores is dropped (after `Raft::shutdown`).
 pub fn open(dir: &Path, options: &StoreOptions) -> Result<Store, OpenError> {
