@@ -35,6 +35,12 @@ impl Version {
     /// `Request::RestoreScrambleKeys`): neither is proposed before the cluster version reaches it.
     pub const SCRAMBLED_TAGS: Version = Version::new(0, 3, 0);
 
+    /// The release that keeps a member's current snapshot in a file beside its store
+    /// (`storage::snapshot_files`) instead of as chunks inside it, which the baseline release
+    /// reads: a member whose cluster is older still writes chunks, so it can go back to that
+    /// release. A local layout, not a command: members need not agree on it.
+    pub const SNAPSHOT_FILES: Version = Version::new(0, 3, 0);
+
     /// The release this binary is (the workspace version in `Cargo.toml`).
     pub const OWN: Version = Version::new(
         parse_u32(env!("CARGO_PKG_VERSION_MAJOR")),

@@ -98,6 +98,8 @@ pub struct Engine {
     state_machine: sled::Tree,
     /// Present when `fsync` is on: what [`Engine::sync`] makes power-loss safe after sled's flush.
     files: Option<Arc<DataFiles>>,
+    /// The store's directory: files kept beside sled's (`snapshot_files`) live in it.
+    dir: PathBuf,
     #[cfg(test)]
     pub probe: Arc<probe::SyncProbe>,
 }
@@ -133,6 +135,7 @@ impl Engine {
             log,
             state_machine,
             files,
+            dir: dir.to_path_buf(),
             #[cfg(test)]
             probe: Arc::default(),
         })
@@ -254,6 +257,16 @@ impl Engine {
 
     /// The blocking form of [`Engine::sync`], for `open` only: opening blocks on sled's recovery
     /// anyway, and no async context is needed there.
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether [`Engine::sync`] ends in `fdatasync` (the store was opened with `fsync: true`).
+    pub fn fsyncs(&self) -> bool {
+        self.files.is_some()
+    }
+
     pub fn sync_blocking(&self) -> Result<(), EngineError> {
         self.db.flush()?;
         if let Some(files) = &self.files {
@@ -322,7 +335,7 @@ fn is_lock_conflict(e: &io::Error) -> bool {
 }
 
 fn try_open_db(dir: &Path, options: &StoreOptions) -> Result<sled::Db, EngineError> {
-    let config = sled::Config::new().path(dir).cache_capacity(options.cache_capacity_bytes).mode(sled::Mode::LowSpace);
+    let config = sled::Config::new().path(dir).cache_capacity(options.cache_capacity_bytes);
     // sled 0.34's recovery path has `unwrap`s on what it reads back (e.g. `pagecache/snapshot.rs`),
     // so a malformed file can panic rather than return an error. Either way the store is unusable
     // and `open` must say so, not crash.

@@ -25,6 +25,7 @@ use crate::engine::Batch;
 use crate::engine::Engine;
 use crate::engine::Keyspace;
 use crate::fixtures::*;
+use crate::snapshot_files::SnapshotFile;
 use crate::state_machine_store::SnapshotRecord;
 
 /// `default_cases`, or `LEAFRAFT_FUZZ_CASES / cost` when set (a property whose case costs `cost`
@@ -104,7 +105,9 @@ fn fuzz_stored_values() {
     fuzz_decode::<typ::StoredMembership>(stored(std::slice::from_ref(&sm.membership)));
     fuzz_decode::<TagRecord>(stored(&sm.tags.values().cloned().collect::<Vec<_>>()));
     fuzz_decode::<SnowflakeRegistry>(stored(std::slice::from_ref(&sm.snowflake)));
+    let file = SnapshotFile { meta: record.meta.clone(), seq: 3, len: 512, crc32: 0x1234_5678 };
     fuzz_decode::<SnapshotRecord>(stored(&[record]));
+    fuzz_decode::<SnapshotFile>(stored(&[file]));
     fuzz_decode::<IdStateMachine>(stored(&[sm]));
     fuzz_decode::<()>(stored(&[()]));
 }

@@ -45,7 +45,11 @@ pub const CLUSTER_VERSION: &[u8] = b"cluster_version";
 /// `scramble/<tag>`: a scrambled tag's key (a `u128`), written with the tag and never changed.
 /// The baseline release writes none (it cannot create scrambled tags).
 pub const SCRAMBLE_PREFIX: &[u8] = b"scramble/";
+/// The current snapshot, in one of two layouts: `snapshot/meta` → `SnapshotRecord` with its data
+/// in `snapshot/data/<n>` chunks (while the cluster version is the baseline's, which reads them),
+/// or `snapshot/file` → `SnapshotFile`, naming a file of `snapshot_files` (from 0.3.0 on).
 pub const SNAPSHOT_META: &[u8] = b"snapshot/meta";
+pub const SNAPSHOT_FILE: &[u8] = b"snapshot/file";
 pub const SNAPSHOT_DATA_PREFIX: &[u8] = b"snapshot/data/";
 
 pub fn log_key(index: u64) -> [u8; 8] {

@@ -28,6 +28,7 @@ pub mod identity;
 mod keys;
 mod log_store;
 pub mod private;
+mod snapshot_files;
 mod state_machine_store;
 mod sync_latency;
 

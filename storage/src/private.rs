@@ -18,6 +18,10 @@ use std::path::Path;
 /// below `identity`, because `restrict` narrows it too).
 pub const IDENTITY_FILE: &str = "leafraft-identity";
 
+/// The folder of the snapshot files inside the data directory (`snapshot_files` writes it;
+/// named here for the same reason).
+pub const SNAPSHOT_DIR: &str = "snapshots";
+
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
 
@@ -40,7 +44,7 @@ pub fn restrict(dir: &Path) -> io::Result<()> {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = ["db", "conf", "blobs", crate::MARKER_FILE, IDENTITY_FILE].contains(&name.as_ref())
+        let ours = ["db", "conf", "blobs", SNAPSHOT_DIR, crate::MARKER_FILE, IDENTITY_FILE].contains(&name.as_ref())
             || name.starts_with("snap.");
         if ours {
             restrict_entry(&entry.path())?;

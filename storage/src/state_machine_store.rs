@@ -9,11 +9,15 @@
 //!   version reaches 0.3.0, then `timeseq/clock`, `timeseq/ns/<name>` and
 //!   `timeseq/seq/<second><name>`, one key per claimed second (see `timeseq`); and the window
 //!   blocks, `timeseq/win/<last second><record>`, in either layout;
-//! - `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes.
+//! - the current snapshot: `snapshot/file` → [`SnapshotFile`], naming a file of
+//!   `snapshot_files`, from cluster version 0.3.0 on (`Version::SNAPSHOT_FILES`); before it,
+//!   `snapshot/meta` → [`SnapshotRecord`] and `snapshot/data/<n>` → chunks of the snapshot bytes,
+//!   the layout the baseline release reads.
 //!
 //! An apply writes its changed tags with `last_applied` (and membership) in one atomic batch, and an
 //! installed snapshot replaces the whole keyspace in one batch, so a crash never leaves the data and
-//! `last_applied` out of step. The current snapshot lives in the same keyspace for the same reason.
+//! `last_applied` out of step. The record of the current snapshot is in the same batch; a snapshot
+//! file is durable before a record names it, and removed only once another record is durable.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -49,9 +53,12 @@ use tracing::warn;
 use crate::codec;
 use crate::engine::Batch;
 use crate::engine::Engine;
+use crate::engine::EngineError;
 use crate::engine::Keyspace;
 use crate::error::Error;
 use crate::keys;
+use crate::snapshot_files::SnapshotFile;
+use crate::snapshot_files::SnapshotFiles;
 use timeseq::TimeseqChanges;
 use timeseq::TimeseqKeys;
 use timeseq::TimeseqLoader;
@@ -93,6 +100,8 @@ struct Shared {
     /// concurrently with installs and reads.
     snapshot: Mutex<()>,
     next_snapshot_seq: AtomicU64,
+    /// The snapshot files of the layout from `Version::SNAPSHOT_FILES` on.
+    files: SnapshotFiles,
     applied_at_open: Option<typ::LogId>,
     /// Told of every request applied, after its apply is stored (`StateMachineStore::watch_applied`).
     watcher: RwLock<Option<AppliedWatcher>>,
@@ -121,6 +130,7 @@ impl StateMachineStore {
         let mut cluster_version = Version::BASELINE;
         let mut scramble_keys = BTreeMap::new();
         let mut seq = 0;
+        let mut named_file = None;
         for kv in engine.scan_prefix(Keyspace::StateMachine, b"") {
             let (key, value) = kv.map_err(|e| ("state machine", e.into()))?;
             if key == keys::LAST_APPLIED {
@@ -143,12 +153,19 @@ impl StateMachineStore {
                 cluster_version = codec::decode(&value).map_err(|e| ("cluster version", e.into()))?;
             } else if key == keys::SNAPSHOT_META {
                 let record: SnapshotRecord = codec::decode(&value).map_err(|e| ("snapshot meta", e.into()))?;
-                seq = record.seq + 1;
+                seq = seq.max(record.seq + 1);
+            } else if key == keys::SNAPSHOT_FILE {
+                let record: SnapshotFile = codec::decode(&value).map_err(|e| ("snapshot file record", e.into()))?;
+                seq = seq.max(record.seq + 1);
+                named_file = Some(record.seq);
             } else if !key.starts_with(keys::SNAPSHOT_DATA_PREFIX) {
                 warn!(key = %String::from_utf8_lossy(&key), "unknown key in the state machine keyspace, ignored");
             }
         }
         let (timeseq, timeseq_split) = timeseq.finish(cluster_version)?;
+        let files = SnapshotFiles::open(engine.dir(), engine.fsyncs())
+            .and_then(|files| files.remove_unnamed(named_file).map(|()| files))
+            .map_err(|e| ("snapshot folder", Error::Engine(e.into())))?;
         // A struct literal on purpose: a new field in `IdStateMachine` must be loaded here.
         let state = IdStateMachine {
             last_applied,
@@ -167,6 +184,7 @@ impl StateMachineStore {
                 timeseq_split: AtomicBool::new(timeseq_split),
                 snapshot: Mutex::new(()),
                 next_snapshot_seq: AtomicU64::new(seq),
+                files,
                 applied_at_open: last_applied,
                 watcher: RwLock::new(None),
             }),
@@ -265,8 +283,15 @@ impl StateMachineStore {
             )));
         }
         let seq = self.shared.next_snapshot_seq.fetch_add(1, Ordering::SeqCst);
-        {
+        // Durable before the batch below names it.
+        let file = if snapshot_in_file(state.cluster_version) {
+            Some(self.shared.files.write(meta.clone(), seq, data).map_err(EngineError::from)?)
+        } else {
+            None
+        };
+        let stored = (|| -> Result<Option<u64>, Error> {
             let _guard = self.shared.lock_snapshot();
+            let replaced = self.shared.current_file_seq()?;
             let mut batch = Batch::default();
             for kv in self.shared.engine.scan_prefix(Keyspace::StateMachine, b"") {
                 batch.remove(kv?.0);
@@ -297,13 +322,27 @@ impl StateMachineStore {
             if let Some(last_applied) = &state.last_applied {
                 batch.put(keys::LAST_APPLIED, codec::encode(last_applied)?);
             }
-            put_snapshot(&mut batch, &SnapshotRecord::new(meta.clone(), seq, data)?, data)?;
+            match &file {
+                Some(file) => batch.put(keys::SNAPSHOT_FILE, codec::encode(file)?),
+                None => put_snapshot(&mut batch, &SnapshotRecord::new(meta.clone(), seq, data)?, data)?,
+            }
             self.shared.engine.write(Keyspace::StateMachine, batch)?;
             let mut current = self.shared.state.write().unwrap_or_else(PoisonError::into_inner);
             *current = state;
             self.shared.timeseq_split.store(timeseq_split, Ordering::SeqCst);
-        }
+            Ok(replaced)
+        })();
+        let replaced = match stored {
+            Ok(replaced) => replaced,
+            Err(error) => {
+                if file.is_some() {
+                    self.shared.remove_unnamed_file(seq);
+                }
+                return Err(error);
+            }
+        };
         self.shared.engine.sync().await?;
+        self.shared.remove_replaced(replaced);
         Ok(())
     }
 }
@@ -477,6 +516,22 @@ impl SnapshotRecord {
     }
 }
 
+/// Whether a snapshot of a state at `cluster_version` keeps its data in a file
+/// (`Version::SNAPSHOT_FILES`), else as chunks in the keyspace.
+fn snapshot_in_file(cluster_version: Version) -> bool {
+    cluster_version >= Version::SNAPSHOT_FILES
+}
+
+/// What storing a built snapshot gave.
+struct BuiltSnapshot {
+    meta: typ::SnapshotMeta,
+    data: Vec<u8>,
+    /// False when a newer snapshot was stored first.
+    stored: bool,
+    /// The file of the snapshot it replaced, removed once the store is synced.
+    replaced_file: Option<u64>,
+}
+
 /// Adds the snapshot's meta and chunks to `batch`; the caller has removed the previous chunks.
 fn put_snapshot(batch: &mut Batch, record: &SnapshotRecord, data: &[u8]) -> Result<(), Error> {
     for (n, chunk) in (0u32..).zip(data.chunks(SNAPSHOT_CHUNK_LEN)) {
@@ -491,8 +546,14 @@ impl Shared {
         self.snapshot.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn read_snapshot(&self) -> Result<Option<(SnapshotRecord, Vec<u8>)>, Error> {
+    /// The current snapshot's meta and data, from the layout that holds it.
+    fn read_snapshot(&self) -> Result<Option<(typ::SnapshotMeta, Vec<u8>)>, Error> {
         let _guard = self.lock_snapshot();
+        if let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_FILE)? {
+            let record: SnapshotFile = codec::decode(&bytes)?;
+            let data = self.files.read(&record)?;
+            return Ok(Some((record.meta, data)));
+        }
         let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META)? else {
             return Ok(None);
         };
@@ -516,12 +577,50 @@ impl Shared {
                 record.len
             )));
         }
-        Ok(Some((record, data)))
+        Ok(Some((record.meta, data)))
+    }
+
+    /// The seq of the current snapshot's file, when the current snapshot is one.
+    fn current_file_seq(&self) -> Result<Option<u64>, Error> {
+        let bytes = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_FILE)?;
+        Ok(bytes.map(|bytes| codec::decode::<SnapshotFile>(&bytes)).transpose()?.map(|record| record.seq))
+    }
+
+    /// The last log id of the current snapshot, in either layout.
+    fn current_snapshot_log_id(&self) -> Result<Option<Option<typ::LogId>>, Error> {
+        if let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_FILE)? {
+            return Ok(Some(codec::decode::<SnapshotFile>(&bytes)?.meta.last_log_id));
+        }
+        let bytes = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META)?;
+        Ok(bytes
+            .map(|bytes| codec::decode::<SnapshotRecord>(&bytes))
+            .transpose()?
+            .map(|record| record.meta.last_log_id))
+    }
+
+    /// Removes the file of snapshot `seq`, written but never named by a record.
+    fn remove_unnamed_file(&self, seq: u64) {
+        if let Err(error) = self.files.remove(seq) {
+            // Left for the next open to remove.
+            warn!(seq, %error, "cannot remove a snapshot file no record names");
+        }
+    }
+
+    /// Removes the file of the snapshot a newer record replaced, once that record is durable: a
+    /// crash before leaves the old record naming a file that is still there.
+    fn remove_replaced(&self, replaced: Option<u64>) {
+        if let Some(seq) = replaced {
+            if let Err(error) = self.files.remove(seq) {
+                // Left for the next open to remove.
+                warn!(seq, %error, "cannot remove a replaced snapshot file");
+            }
+        }
     }
 
     /// Encodes `state` as snapshot number `seq` and stores it unless a newer one is stored; not
-    /// yet synced. Blocking.
-    fn store_snapshot_of(&self, state: &IdStateMachine, seq: u64) -> Result<(typ::SnapshotMeta, Vec<u8>, bool), Error> {
+    /// yet synced. Blocking. Answers also whether it was stored and the file it replaced, to
+    /// remove once synced.
+    fn store_snapshot_of(&self, state: &IdStateMachine, seq: u64) -> Result<BuiltSnapshot, Error> {
         let data = codec::encode_snapshot(state)?;
         let snapshot_id = match &state.last_applied {
             Some(log_id) => format!("{}-{}-{}", log_id.leader_id.term, log_id.index, seq),
@@ -532,28 +631,49 @@ impl Shared {
             last_membership: state.membership.clone(),
             snapshot_id,
         };
-        let record = SnapshotRecord::new(meta.clone(), seq, &data)?;
-        let stored = self.store_built_snapshot(&record, &data)?;
-        Ok((meta, data, stored))
+        // The file is written outside the lock (the long part), durable before a record names it.
+        let file = if snapshot_in_file(state.cluster_version) {
+            Some(self.files.write(meta.clone(), seq, &data).map_err(EngineError::from)?)
+        } else {
+            None
+        };
+        let stored = self.store_built_snapshot(&meta, seq, &data, file.as_ref());
+        if file.is_some() && !matches!(stored, Ok(Some(_))) {
+            // Never named: a newer snapshot was stored first, or storing failed.
+            self.remove_unnamed_file(seq);
+        }
+        let replaced = stored?;
+        Ok(BuiltSnapshot { meta, data, stored: replaced.is_some(), replaced_file: replaced.flatten() })
     }
 
-    /// Stores a built snapshot unless a newer one is already stored (an install or a later build
-    /// that finished first). Returns whether it was stored.
-    fn store_built_snapshot(&self, record: &SnapshotRecord, data: &[u8]) -> Result<bool, Error> {
+    /// Stores a built snapshot (its record, with the data as chunks or, when `file` is given, in
+    /// that file) unless a newer one is already stored (an install or a later build that finished
+    /// first). Answers `None` when not stored, else the seq of the file it replaced, if any.
+    fn store_built_snapshot(
+        &self,
+        meta: &typ::SnapshotMeta,
+        seq: u64,
+        data: &[u8],
+        file: Option<&SnapshotFile>,
+    ) -> Result<Option<Option<u64>>, Error> {
         let _guard = self.lock_snapshot();
-        if let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META)? {
-            let stored: SnapshotRecord = codec::decode(&bytes)?;
-            if stored.meta.last_log_id > record.meta.last_log_id {
-                return Ok(false);
-            }
+        if self.current_snapshot_log_id()?.is_some_and(|stored| stored > meta.last_log_id) {
+            return Ok(None);
         }
+        let replaced = self.current_file_seq()?;
+        // Whatever layout held the current snapshot, its keys go.
         let mut batch = Batch::default();
+        batch.remove(keys::SNAPSHOT_META);
+        batch.remove(keys::SNAPSHOT_FILE);
         for kv in self.engine.scan_prefix(Keyspace::StateMachine, keys::SNAPSHOT_DATA_PREFIX) {
             batch.remove(kv?.0);
         }
-        put_snapshot(&mut batch, record, data)?;
+        match file {
+            Some(file) => batch.put(keys::SNAPSHOT_FILE, codec::encode(file)?),
+            None => put_snapshot(&mut batch, &SnapshotRecord::new(meta.clone(), seq, data)?, data)?,
+        }
         self.engine.write(Keyspace::StateMachine, batch)?;
-        Ok(true)
+        Ok(Some(replaced))
     }
 }
 
@@ -563,10 +683,12 @@ impl SnapshotBuilder {
         // tens of milliseconds of CPU: a blocking thread does it, so that the runtime's workers
         // go on answering requests and Raft messages meanwhile.
         let (shared, state, seq) = (Arc::clone(&self.shared), Arc::clone(&self.state), self.seq);
-        let (meta, data, stored) = tokio::task::spawn_blocking(move || shared.store_snapshot_of(&state, seq))
-            .await
-            .map_err(|e| Error::Engine(io::Error::other(e).into()))??;
+        let BuiltSnapshot { meta, data, stored, replaced_file } =
+            tokio::task::spawn_blocking(move || shared.store_snapshot_of(&state, seq))
+                .await
+                .map_err(|e| Error::Engine(io::Error::other(e).into()))??;
         self.shared.engine.sync().await?;
+        self.shared.remove_replaced(replaced_file);
         info!(
             index = meta.last_log_id.map(|id| id.index),
             id = %meta.snapshot_id,
@@ -620,7 +742,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<typ::Snapshot>> {
         let stored = self.shared.read_snapshot().map_err(|e| StorageIOError::read_snapshot(None, &e))?;
-        Ok(stored.map(|(record, data)| typ::Snapshot { meta: record.meta, snapshot: Box::new(Cursor::new(data)) }))
+        Ok(stored.map(|(meta, data)| typ::Snapshot { meta, snapshot: Box::new(Cursor::new(data)) }))
     }
 }
 

@@ -316,7 +316,7 @@ fn hostile_bytes_in_a_stored_value_are_a_clear_open_error() {
     issue_body.extend_from_slice(&(1u64 << 50).to_le_bytes());
     let mut huge_description = vec![0u8; 16];
     huge_description.extend_from_slice(&(1u64 << 50).to_le_bytes());
-    let cases: [(Keyspace, Vec<u8>, &str); 9] = [
+    let cases: [(Keyspace, Vec<u8>, &str); 10] = [
         (Keyspace::Meta, keys::VOTE.to_vec(), "vote"),
         (Keyspace::Meta, keys::COMMITTED.to_vec(), "committed log id"),
         (Keyspace::Meta, keys::LAST_PURGED.to_vec(), "last purged log id"),
@@ -326,6 +326,7 @@ fn hostile_bytes_in_a_stored_value_are_a_clear_open_error() {
         (Keyspace::StateMachine, keys::tag_key("t"), "tag record"),
         (Keyspace::StateMachine, keys::SNOWFLAKE.to_vec(), "snowflake registry"),
         (Keyspace::StateMachine, keys::SNAPSHOT_META.to_vec(), "snapshot meta"),
+        (Keyspace::StateMachine, keys::SNAPSHOT_FILE.to_vec(), "snapshot file record"),
     ];
     let tag_record = (Keyspace::StateMachine, keys::tag_key("t"), "tag record");
     let cases = cases.into_iter().map(|case| (case, &issue_body)).chain([(tag_record, &huge_description)]);

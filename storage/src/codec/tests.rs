@@ -43,6 +43,7 @@ use serde::Serialize;
 
 use super::*;
 use crate::fixtures::*;
+use crate::snapshot_files::SnapshotFile;
 use crate::state_machine_store::timeseq::shard_of;
 use crate::state_machine_store::timeseq::ShardValue;
 use crate::state_machine_store::timeseq::SortedShard;
@@ -233,6 +234,18 @@ fn snapshot_meta_record() {
         snapshot_id: "2-9-0".into(),
     };
     golden("snapshot meta", &SnapshotRecord { meta, seq: 0, len: 100, chunks: 1 }, "020102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a3830383101100000000000000500000000000000322d392d300000000000000000640000000000000001000000");
+}
+
+/// The record naming a snapshot file (`snapshot/file`): the meta, the seq naming the file, its
+/// length and CRC-32.
+#[test]
+fn snapshot_file_record() {
+    let meta = typ::SnapshotMeta {
+        last_log_id: Some(log_id(2, 9)),
+        last_membership: stored_membership(),
+        snapshot_id: "2-9-0".into(),
+    };
+    golden("snapshot file record", &SnapshotFile { meta, seq: 7, len: 100, crc32: 0xdead_beef }, "020102000000000000000100000000000000090000000000000001010000000000000001000000000000000100000000000000010000000000000001000000000000000100000000000000010000000000000001000000000000000e000000000000003132372e302e302e313a3830383101100000000000000500000000000000322d392d3007000000000000006400000000000000efbeadde");
 }
 
 #[test]

@@ -360,3 +360,128 @@ async fn large_snapshot_stays_inline() {
     let current = sm.get_current_snapshot().await.expect("current").expect("stored");
     assert_eq!(current.snapshot.into_inner(), snapshot.snapshot.into_inner());
 }
+
+/// The snapshot files in the store in `dir`, by name.
+fn snapshot_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(crate::private::SNAPSHOT_DIR))
+        .expect("list snapshots")
+        .map(|entry| entry.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The keys of the chunk layout (`snapshot/meta`, `snapshot/data/*`) in the keyspace.
+fn chunk_keys(sm: &StateMachineStore) -> usize {
+    let engine = &sm.shared.engine;
+    let meta = engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META).expect("get").into_iter().count();
+    meta + engine.scan_prefix(Keyspace::StateMachine, keys::SNAPSHOT_DATA_PREFIX).count()
+}
+
+/// Applies, at `index` and the next, entries that raise the cluster version to
+/// `Version::SNAPSHOT_FILES` and create tag `orders`.
+async fn apply_past_the_baseline(sm: &mut StateMachineStore, index: u64) {
+    let raise = Request::SetClusterVersion { version: Version::SNAPSHOT_FILES };
+    sm.apply([normal(1, index, raise), normal(1, index + 1, create("orders", 1, 100))]).await.expect("apply");
+}
+
+/// At the baseline a snapshot is chunks in sled (what the baseline release reads back after a
+/// rollback). From `Version::SNAPSHOT_FILES` on it is one file named by `snapshot/file`: the next
+/// build removes the chunks in the batch that names the file, a build after it removes the file
+/// before once the new record is synced, and a reopened store reads the same snapshot.
+#[tokio::test]
+async fn snapshots_move_from_chunks_to_one_file_once_past_the_baseline() {
+    let (dir, store) = temp_store(true);
+    let mut sm = store.state_machine.clone();
+    sm.apply([normal(1, 1, create("t", 1, 100))]).await.expect("apply");
+    sm.get_snapshot_builder().await.build_snapshot().await.expect("build at the baseline");
+    assert!(chunk_keys(&sm) >= 2, "the baseline's layout: a meta and its chunks");
+    assert_eq!(snapshot_files(dir.path()), Vec::<String>::new());
+
+    apply_past_the_baseline(&mut sm, 2).await;
+    let first = sm.get_snapshot_builder().await.build_snapshot().await.expect("build past the baseline");
+    assert_eq!(chunk_keys(&sm), 0, "the chunks go with the record that names the file");
+    let files = snapshot_files(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let current = sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!((current.meta, current.snapshot.into_inner()), (first.meta.clone(), first.snapshot.into_inner()));
+
+    sm.apply([normal(1, 4, claim("orders", 10))]).await.expect("apply");
+    let second = sm.get_snapshot_builder().await.build_snapshot().await.expect("build again");
+    let after = snapshot_files(dir.path());
+    assert_eq!(after.len(), 1, "the replaced file is removed: {after:?}");
+    assert_ne!(after, files);
+
+    let reopened = StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("reopen");
+    let mut reopened_sm = reopened.clone();
+    let current = reopened_sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!((current.meta, current.snapshot.into_inner()), (second.meta, second.snapshot.into_inner()));
+    assert_eq!(snapshot_files(dir.path()), after, "open keeps the named file");
+}
+
+/// A file a crash left unnamed (written before its record, or replaced before its removal) is
+/// removed when the store opens; the named one and files that are not snapshots stay.
+#[tokio::test]
+async fn files_no_record_names_are_removed_at_open() {
+    let (dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    apply_past_the_baseline(&mut sm, 1).await;
+    sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    let named = snapshot_files(dir.path());
+    let folder = dir.path().join(crate::private::SNAPSHOT_DIR);
+    std::fs::write(folder.join("00000000000000000099.snapshot"), b"half a snapshot").expect("write");
+    std::fs::write(folder.join("operator-notes.txt"), b"mine").expect("write");
+    StateMachineStore::open(Arc::clone(&sm.shared.engine)).expect("reopen");
+    let mut expected = named.clone();
+    expected.push("operator-notes.txt".into());
+    assert_eq!(snapshot_files(dir.path()), expected);
+}
+
+/// A snapshot file changed on disk is refused by name, never handed to openraft (which would
+/// send it to a follower as this node's state).
+#[tokio::test]
+async fn a_damaged_snapshot_file_is_refused() {
+    let (dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    apply_past_the_baseline(&mut sm, 1).await;
+    sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    let path = dir.path().join(crate::private::SNAPSHOT_DIR).join(&snapshot_files(dir.path())[0]);
+    let mut bytes = std::fs::read(&path).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&path, &bytes).expect("damage");
+    let error = sm.get_current_snapshot().await.expect_err("a damaged snapshot is refused");
+    assert!(error.to_string().contains("do not match"), "{error}");
+    std::fs::remove_file(&path).expect("remove");
+    let error = sm.get_current_snapshot().await.expect_err("a missing snapshot file is refused");
+    assert!(error.to_string().contains("cannot read"), "{error}");
+}
+
+/// A build that finishes after a newer snapshot was stored leaves no file behind; an install
+/// replaces the file of the snapshot before it.
+#[tokio::test]
+async fn a_refused_build_and_an_install_leave_one_file() {
+    let (dir, store) = temp_store(false);
+    let mut sm = store.state_machine.clone();
+    apply_past_the_baseline(&mut sm, 1).await;
+    let mut old = sm.get_snapshot_builder().await;
+    sm.apply([normal(1, 3, claim("orders", 10))]).await.expect("apply");
+    let newer = sm.get_snapshot_builder().await.build_snapshot().await.expect("build newer");
+    old.build_snapshot().await.expect("build older");
+    assert_eq!(snapshot_files(dir.path()).len(), 1);
+    assert_eq!(sm.get_current_snapshot().await.expect("current").expect("stored").meta, newer.meta);
+
+    let (other_dir, other) = temp_store(false);
+    let mut other_sm = other.state_machine.clone();
+    apply_past_the_baseline(&mut other_sm, 1).await;
+    other_sm.get_snapshot_builder().await.build_snapshot().await.expect("build");
+    let before = snapshot_files(other_dir.path());
+    let data = newer.snapshot.get_ref().clone();
+    other_sm.install_snapshot(&newer.meta, Box::new(Cursor::new(data.clone()))).await.expect("install");
+    let after = snapshot_files(other_dir.path());
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert_ne!(after, before);
+    assert_eq!(chunk_keys(&other_sm), 0);
+    let current = other_sm.get_current_snapshot().await.expect("current").expect("stored");
+    assert_eq!((current.meta, current.snapshot.into_inner()), (newer.meta, data));
+}
