@@ -7,8 +7,12 @@
 //! Each round is one second: three batches (one per node) each claim that second for every
 //! namespace. The first batch of a second raises the horizon (and forgets a second of every
 //! namespace), the other two do not; both kinds are reported. `LEAFRAFT_BENCH_NAMESPACES`,
-//! `LEAFRAFT_BENCH_SECONDS` and `LEAFRAFT_BENCH_ROUNDS` scale it down; `LEAFRAFT_BENCH_LAYOUT=whole` measures the registry
-//! stored as one value (a cluster before 0.3.0) instead of split.
+//! `LEAFRAFT_BENCH_SECONDS` and `LEAFRAFT_BENCH_ROUNDS` scale it down;
+//! `LEAFRAFT_BENCH_LAYOUT=whole` measures the registry stored as one value (a cluster before
+//! 0.3.0) instead of split.
+//!
+//! Then it builds two snapshots of the registry, and applies and syncs one-claim entries alone
+//! and beside a snapshot build, on a store that `fdatasync`s: how long a build holds up the log.
 //!
 //! A counting allocator measures the registry's memory (live bytes after building it, minus
 //! before) and the peak of live bytes above the resting state during an apply.
@@ -252,8 +256,8 @@ fn main() {
             median(peaks)
         );
         println!("  of which the state machine alone (IdStateMachine::apply): {:.1} ms (median)", median(in_memory));
-        // A snapshot of the registry, built twice: the second replaces the first's chunks, as
-        // every snapshot after a node's first does.
+        // A snapshot of the registry, built twice: the second replaces the first (its file, or
+        // its chunks before 0.3.0), as every snapshot after a node's first does.
         for build in ["first", "second"] {
             let started = Instant::now();
             let mut builder = sm.get_snapshot_builder().await;

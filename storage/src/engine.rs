@@ -255,8 +255,6 @@ impl Engine {
         Ok(())
     }
 
-    /// The blocking form of [`Engine::sync`], for `open` only: opening blocks on sled's recovery
-    /// anyway, and no async context is needed there.
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -267,6 +265,8 @@ impl Engine {
         self.files.is_some()
     }
 
+    /// The blocking form of [`Engine::sync`], for `open` only: opening blocks on sled's recovery
+    /// anyway, and no async context is needed there.
     pub fn sync_blocking(&self) -> Result<(), EngineError> {
         self.db.flush()?;
         if let Some(files) = &self.files {
@@ -359,7 +359,7 @@ fn try_open_db(dir: &Path, options: &StoreOptions) -> Result<sled::Db, EngineErr
 }
 
 /// `fsync` of a directory, so the files created in it survive power loss.
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

@@ -22,6 +22,7 @@ use leafraft_state::typ;
 use serde::Deserialize;
 use serde::Serialize;
 
+use crate::engine::sync_dir;
 use crate::error::Error;
 use crate::private;
 use crate::private::SNAPSHOT_DIR;
@@ -109,17 +110,14 @@ impl SnapshotFiles {
     /// what a crash left between writing a file and naming it, or between naming another one and
     /// removing this one. Only at open, before any build or install. Other files are left alone.
     pub fn remove_unnamed(&self, named: Option<u64>) -> io::Result<()> {
+        let named = named.map(|seq| self.path(seq));
         for entry in fs::read_dir(&self.dir)? {
-            let name = entry?.file_name();
-            let seq = name.to_str().and_then(|name| name.strip_suffix(SUFFIX)).and_then(|seq| seq.parse::<u64>().ok());
-            if let Some(seq) = seq.filter(|&seq| Some(seq) != named) {
-                self.remove(seq)?;
+            let path = entry?.path();
+            let stem = path.file_name().and_then(|name| name.to_str()).and_then(|name| name.strip_suffix(SUFFIX));
+            if stem.is_some_and(|seq| seq.parse::<u64>().is_ok()) && Some(&path) != named.as_ref() {
+                fs::remove_file(&path)?;
             }
         }
         Ok(())
     }
-}
-
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    fs::File::open(dir)?.sync_all()
 }

@@ -273,7 +273,9 @@ impl StateMachineStore {
             .await
             .map_err(|e| Error::Engine(io::Error::other(e).into()))??;
         self.shared.engine.sync().await?;
-        self.shared.remove_replaced(replaced);
+        if let Some(seq) = replaced {
+            self.shared.remove_snapshot_file(seq);
+        }
         Ok(())
     }
 
@@ -304,7 +306,7 @@ impl StateMachineStore {
         };
         let stored = (|| -> Result<Option<u64>, Error> {
             let _guard = self.shared.lock_snapshot();
-            let replaced = self.shared.current_file_seq()?;
+            let replaced = self.shared.stored_snapshot()?.and_then(|stored| stored.file);
             let mut batch = Batch::default();
             for kv in self.shared.engine.scan_prefix(Keyspace::StateMachine, b"") {
                 batch.remove(kv?.0);
@@ -346,7 +348,7 @@ impl StateMachineStore {
             Ok(replaced)
         })();
         if stored.is_err() && file.is_some() {
-            self.shared.remove_unnamed_file(seq);
+            self.shared.remove_snapshot_file(seq);
         }
         stored
     }
@@ -527,6 +529,13 @@ fn snapshot_in_file(cluster_version: Version) -> bool {
     cluster_version >= Version::SNAPSHOT_FILES
 }
 
+/// The current snapshot as its stored record describes it.
+struct StoredSnapshot {
+    last_log_id: Option<typ::LogId>,
+    /// The seq naming its file, when its data is one (else chunks).
+    file: Option<u64>,
+}
+
 /// What storing a built snapshot gave.
 struct BuiltSnapshot {
     meta: typ::SnapshotMeta,
@@ -585,40 +594,25 @@ impl Shared {
         Ok(Some((record.meta, data)))
     }
 
-    /// The seq of the current snapshot's file, when the current snapshot is one.
-    fn current_file_seq(&self) -> Result<Option<u64>, Error> {
-        let bytes = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_FILE)?;
-        Ok(bytes.map(|bytes| codec::decode::<SnapshotFile>(&bytes)).transpose()?.map(|record| record.seq))
-    }
-
-    /// The last log id of the current snapshot, in either layout.
-    fn current_snapshot_log_id(&self) -> Result<Option<Option<typ::LogId>>, Error> {
+    /// What the record of the current snapshot says, in either layout.
+    fn stored_snapshot(&self) -> Result<Option<StoredSnapshot>, Error> {
         if let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_FILE)? {
-            return Ok(Some(codec::decode::<SnapshotFile>(&bytes)?.meta.last_log_id));
+            let record: SnapshotFile = codec::decode(&bytes)?;
+            return Ok(Some(StoredSnapshot { last_log_id: record.meta.last_log_id, file: Some(record.seq) }));
         }
-        let bytes = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META)?;
-        Ok(bytes
-            .map(|bytes| codec::decode::<SnapshotRecord>(&bytes))
-            .transpose()?
-            .map(|record| record.meta.last_log_id))
+        let Some(bytes) = self.engine.get(Keyspace::StateMachine, keys::SNAPSHOT_META)? else {
+            return Ok(None);
+        };
+        let record: SnapshotRecord = codec::decode(&bytes)?;
+        Ok(Some(StoredSnapshot { last_log_id: record.meta.last_log_id, file: None }))
     }
 
-    /// Removes the file of snapshot `seq`, written but never named by a record.
-    fn remove_unnamed_file(&self, seq: u64) {
+    /// Removes the file of snapshot `seq`: one a newer record replaced (once that record is
+    /// synced, so a crash before leaves the old record naming a file still there), or one no
+    /// record names (a build that lost to a newer snapshot, a store that failed).
+    fn remove_snapshot_file(&self, seq: u64) {
         if let Err(error) = self.files.remove(seq) {
-            // Left for the next open to remove.
-            warn!(seq, %error, "cannot remove a snapshot file no record names");
-        }
-    }
-
-    /// Removes the file of the snapshot a newer record replaced, once that record is durable: a
-    /// crash before leaves the old record naming a file that is still there.
-    fn remove_replaced(&self, replaced: Option<u64>) {
-        if let Some(seq) = replaced {
-            if let Err(error) = self.files.remove(seq) {
-                // Left for the next open to remove.
-                warn!(seq, %error, "cannot remove a replaced snapshot file");
-            }
+            warn!(seq, %error, "cannot remove a snapshot file; the next open removes it");
         }
     }
 
@@ -645,7 +639,7 @@ impl Shared {
         let stored = self.store_built_snapshot(&meta, seq, &data, file.as_ref());
         if file.is_some() && !matches!(stored, Ok(Some(_))) {
             // Never named: a newer snapshot was stored first, or storing failed.
-            self.remove_unnamed_file(seq);
+            self.remove_snapshot_file(seq);
         }
         let replaced = stored?;
         Ok(BuiltSnapshot { meta, data, stored: replaced.is_some(), replaced_file: replaced.flatten() })
@@ -662,10 +656,11 @@ impl Shared {
         file: Option<&SnapshotFile>,
     ) -> Result<Option<Option<u64>>, Error> {
         let _guard = self.lock_snapshot();
-        if self.current_snapshot_log_id()?.is_some_and(|stored| stored > meta.last_log_id) {
+        let stored = self.stored_snapshot()?;
+        if stored.as_ref().is_some_and(|stored| stored.last_log_id > meta.last_log_id) {
             return Ok(None);
         }
-        let replaced = self.current_file_seq()?;
+        let replaced = stored.and_then(|stored| stored.file);
         // Whatever layout held the current snapshot, its keys go.
         let mut batch = Batch::default();
         batch.remove(keys::SNAPSHOT_META);
@@ -693,7 +688,9 @@ impl SnapshotBuilder {
                 .await
                 .map_err(|e| Error::Engine(io::Error::other(e).into()))??;
         self.shared.engine.sync().await?;
-        self.shared.remove_replaced(replaced_file);
+        if let Some(seq) = replaced_file {
+            self.shared.remove_snapshot_file(seq);
+        }
         info!(
             index = meta.last_log_id.map(|id| id.index),
             id = %meta.snapshot_id,

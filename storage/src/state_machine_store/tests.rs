@@ -387,8 +387,8 @@ async fn apply_past_the_baseline(sm: &mut StateMachineStore, index: u64) {
 
 /// At the baseline a snapshot is chunks in sled (what the baseline release reads back after a
 /// rollback). From `Version::SNAPSHOT_FILES` on it is one file named by `snapshot/file`: the next
-/// build removes the chunks in the batch that names the file, a build after it removes the file
-/// before once the new record is synced, and a reopened store reads the same snapshot.
+/// build removes the chunks in the batch that names the file, a build after it removes the
+/// earlier file once its own record is synced, and a reopened store reads the same snapshot.
 #[tokio::test]
 async fn snapshots_move_from_chunks_to_one_file_once_past_the_baseline() {
     let (dir, store) = temp_store(true);
